@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/indexify-go/indexify/internal/cluster"
+	"github.com/indexify-go/indexify/internal/coordclient"
+	"github.com/indexify-go/indexify/internal/coordinator"
+	"github.com/indexify-go/indexify/internal/scheduler"
+)
+
+// coordFlags are the settings of a coordinator node, shared by `coordinator`
+// and `dev`.
+type coordFlags struct {
+	nodeID          string
+	dataDir         string
+	raftAddr        string
+	advertise       string
+	grpcAddr        string
+	grpcAdvertise   string
+	httpAddr        string
+	bootstrapExpect int
+	join            string
+	electionTimeout time.Duration
+	executorTimeout time.Duration
+	maxAttempts     uint32
+	retryBackoff    time.Duration
+}
+
+func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
+	host, _ := os.Hostname()
+	fs.StringVar(&f.nodeID, "node-id", host, "Raft server id of this node (default: the host name, so pod coordinator-2 is node coordinator-2)")
+	fs.StringVar(&f.raftAddr, "raft-addr", ":8970", "listen address of the Raft transport")
+	fs.StringVar(&f.advertise, "advertise", "", "Raft address other nodes dial, stored in the Raft configuration; may be a DNS name resolved at every dial (default: this host name with the --raft-addr port)")
+	fs.StringVar(&f.grpcAddr, "coordinator-addr", ":8950", "listen address of the coordinator gRPC API")
+	fs.StringVar(&f.grpcAdvertise, "coordinator-advertise", "", "gRPC address other nodes use to forward writes here (default: the --advertise host with the --coordinator-addr port)")
+	fs.StringVar(&f.httpAddr, "coordinator-http-addr", ":8960", "listen address of /livez, /readyz, /startupz and /metrics")
+	fs.DurationVar(&f.electionTimeout, "raft-election-timeout", time.Second, "Raft heartbeat and election timeout; the one Raft timing knob")
+	fs.DurationVar(&f.executorTimeout, "executor-timeout", 15*time.Second, "an executor with no heartbeat for this long is removed and its tasks re-planned")
+	fs.Uint32Var(&f.maxAttempts, "task-max-attempts", 3, "runs of a failing task before it is marked failed")
+	fs.DurationVar(&f.retryBackoff, "task-retry-backoff", time.Second, "delay before a failed task's first retry; doubles per attempt")
+	if dev {
+		return
+	}
+	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/indexify", "directory for the Raft log, snapshots and node identity")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 1, "number of voters of a new cluster; the same value on every node")
+	fs.StringVar(&f.join, "join", "", "comma list of peers' coordinator gRPC addresses: [ID=]HOST:PORT or dns:NAME:PORT (all A records); the same list on every node")
+}
+
+func (f *coordFlags) nodeConfig(log *slog.Logger) (coordinator.NodeConfig, error) {
+	if f.nodeID == "" {
+		return coordinator.NodeConfig{}, fmt.Errorf("--node-id is empty and the host name is unknown")
+	}
+	if f.dataDir == "" {
+		return coordinator.NodeConfig{}, fmt.Errorf("--data-dir is required")
+	}
+	advertise, err := advertiseAddr(f.advertise, f.raftAddr)
+	if err != nil {
+		return coordinator.NodeConfig{}, fmt.Errorf("--advertise: %w", err)
+	}
+	grpcAdv := f.grpcAdvertise
+	if grpcAdv == "" {
+		grpcAdv, err = sameHost(advertise, f.grpcAddr)
+		if err != nil {
+			return coordinator.NodeConfig{}, fmt.Errorf("--coordinator-addr: %w", err)
+		}
+	}
+	httpAdv, err := sameHost(advertise, f.httpAddr)
+	if err != nil {
+		return coordinator.NodeConfig{}, fmt.Errorf("--coordinator-http-addr: %w", err)
+	}
+	return coordinator.NodeConfig{
+		Cluster: cluster.Config{
+			NodeID:          f.nodeID,
+			DataDir:         filepath.Join(f.dataDir, "coordinator"),
+			RaftBind:        f.raftAddr,
+			RaftAdvertise:   advertise,
+			GRPCAdvertise:   grpcAdv,
+			HTTPAdvertise:   httpAdv,
+			BootstrapExpect: f.bootstrapExpect,
+			Join:            coordclient.ParseTargets(f.join),
+			ElectionTimeout: f.electionTimeout,
+			Logger:          log.With("component", "cluster"),
+		},
+		Service: coordinator.Config{
+			MaxTaskAttempts: f.maxAttempts,
+			RetryBackoff:    f.retryBackoff,
+		},
+		Scheduler: scheduler.Config{ExecutorTimeout: f.executorTimeout},
+		GRPCAddr:  f.grpcAddr,
+		HTTPAddr:  f.httpAddr,
+		Logger:    log,
+	}, nil
+}
+
+// advertiseAddr fills an advertise address from the listen address: an
+// empty or wildcard host becomes this machine's host name.
+func advertiseAddr(advertise, listen string) (string, error) {
+	if advertise != "" {
+		if _, _, err := net.SplitHostPort(advertise); err != nil {
+			return "", err
+		}
+		return advertise, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		if host, err = os.Hostname(); err != nil {
+			return "", err
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// sameHost returns the advertise host with the port of listen.
+func sameHost(advertise, listen string) (string, error) {
+	host, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return "", err
+	}
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func newCoordinatorCmd() *cobra.Command {
+	f := &coordFlags{}
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Run a coordinator node (Raft member, gRPC API, scheduler while leader)",
+		Long: `Run a coordinator node. Start the same command line on every node:
+
+  indexify coordinator --bootstrap-expect 3 \
+    --join coordinator-0.coordinator-headless:8950,coordinator-1.coordinator-headless:8950,coordinator-2.coordinator-headless:8950 \
+    --advertise $(hostname).coordinator-headless:8970
+
+A node joins an existing cluster if one answers; it bootstraps only when it has
+no state and no peer has a cluster, with the same voter list on every node.
+SIGTERM hands leadership off before exiting and never removes the node.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.Default()
+			cfg, err := f.nodeConfig(log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			node, err := coordinator.StartNode(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			log.Info("shutting down: handing leadership off")
+			return node.Shutdown()
+		},
+	}
+	f.register(cmd.Flags(), false)
+	return cmd
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/indexify-go/indexify/internal/api"
+	"github.com/indexify-go/indexify/internal/blob"
+	"github.com/indexify-go/indexify/internal/coordclient"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+// serverFlags are the settings of an API server, shared by `server` and `dev`.
+type serverFlags struct {
+	apiAddr        string
+	blobDir        string
+	maxUpload      int64
+	requestTimeout time.Duration
+}
+
+func (f *serverFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.apiAddr, "api-addr", ":8900", "listen address of the HTTP API")
+	fs.StringVar(&f.blobDir, "blob-dir", "", "directory for content blobs (default: <data-dir>/blobs)")
+	fs.Int64Var(&f.maxUpload, "max-upload-bytes", 1<<30, "largest accepted upload in bytes")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "deadline of one coordinator call made for an HTTP request")
+}
+
+// startAPI builds the API server over a coordinator connection.
+func (f *serverFlags) apiServer(dataDir string, coord pb.CoordinatorServiceClient, log *slog.Logger) (*api.Server, error) {
+	dir := f.blobDir
+	if dir == "" {
+		if dataDir == "" {
+			return nil, fmt.Errorf("--blob-dir or --data-dir is required")
+		}
+		dir = filepath.Join(dataDir, "blobs")
+	}
+	store, err := blob.NewDisk(dir)
+	if err != nil {
+		return nil, fmt.Errorf("blob storage: %w", err)
+	}
+	return api.New(api.Config{
+		Addr:           f.apiAddr,
+		MaxUploadBytes: f.maxUpload,
+		Blob:           store,
+		Coordinator:    coord,
+		Logger:         log.With("component", "api"),
+		RequestTimeout: f.requestTimeout,
+	}), nil
+}
+
+func newServerCmd() *cobra.Command {
+	f := &serverFlags{}
+	var coordinators, dataDir string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the HTTP API server (stateless; talks to any coordinator)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.Default()
+			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators))
+			if err != nil {
+				return fmt.Errorf("--coordinator-addr: %w", err)
+			}
+			defer conn.Close()
+			srv, err := f.apiServer(dataDir, pb.NewCoordinatorServiceClient(conn), log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				if err := srv.EnsureDefaultNamespace(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("could not create the default namespace", "err", err)
+				}
+			}()
+			return srv.Run(ctx)
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&coordinators, "coordinator-addr", "localhost:8950", "coordinators to use: comma list of HOST:PORT and/or dns:NAME:PORT")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "/var/lib/indexify", "directory for local data (blobs by default)")
+	return cmd
+}

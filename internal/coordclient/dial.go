@@ -1,0 +1,146 @@
+// Package coordclient connects API servers, executors and the CLI to a set of
+// coordinators. Callers name coordinators as a list of host:port addresses
+// and/or "dns:NAME:PORT" entries (every A record of NAME, e.g. a Kubernetes
+// headless service), never "the leader": every coordinator accepts every call
+// and forwards writes itself, so the client only needs some live node.
+package coordclient
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// serviceConfig balances calls over all resolved coordinators and retries a
+// call that failed with UNAVAILABLE (node down, leader election under way).
+// Writes are safe to retry because they carry request ids.
+const serviceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [{"service": "indexify.v1.CoordinatorService"}, {"service": "indexify.v1.ClusterService"}],
+    "retryPolicy": {
+      "maxAttempts": 5,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`
+
+// ParseTargets splits a comma-separated coordinator list, trimming blanks.
+func ParseTargets(list string) []string {
+	var out []string
+	for _, t := range strings.Split(list, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Dial returns one connection spreading calls over every coordinator named by
+// targets. DNS entries are re-resolved periodically so pods that come back
+// with new IPs are found again.
+func Dial(targets []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("no coordinator address given")
+	}
+	for _, t := range targets {
+		if _, _, err := splitTarget(t); err != nil {
+			return nil, err
+		}
+	}
+	r := manual.NewBuilderWithScheme("indexify")
+	d := &discovery{targets: targets, r: r, stop: make(chan struct{})}
+	r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { go d.loop() }
+	r.CloseCallback = func() { d.close() }
+	r.InitialState(resolver.State{Addresses: d.resolve()})
+	base := []grpc.DialOption{
+		grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}
+	return grpc.NewClient(r.Scheme()+":///coordinators", append(base, opts...)...)
+}
+
+type discovery struct {
+	targets []string
+	r       *manual.Resolver
+	stop    chan struct{}
+	once    sync.Once
+}
+
+func (d *discovery) close() { d.once.Do(func() { close(d.stop) }) }
+
+func (d *discovery) loop() {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		if addrs := d.resolve(); len(addrs) > 0 {
+			d.r.UpdateState(resolver.State{Addresses: addrs})
+		}
+	}
+}
+
+// resolve expands dns: entries; static entries pass through (a host name in
+// a static entry is resolved by gRPC at connect time).
+func (d *discovery) resolve() []resolver.Address {
+	seen := map[string]bool{}
+	var out []resolver.Address
+	add := func(a string) {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, resolver.Address{Addr: a})
+		}
+	}
+	for _, t := range d.targets {
+		name, port, _ := splitTarget(t)
+		if port == "" {
+			add(name)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ips, err := net.DefaultResolver.LookupHost(ctx, name)
+		cancel()
+		if err != nil {
+			continue // not resolvable yet; retried on the next round
+		}
+		sort.Strings(ips)
+		for _, ip := range ips {
+			add(net.JoinHostPort(ip, port))
+		}
+	}
+	return out
+}
+
+// splitTarget returns (address, "") for a static entry and (name, port) for
+// a "dns:NAME:PORT" entry.
+func splitTarget(t string) (string, string, error) {
+	rest, ok := strings.CutPrefix(t, "dns:")
+	if !ok {
+		if _, _, err := net.SplitHostPort(t); err != nil {
+			return "", "", fmt.Errorf("coordinator address %q: want HOST:PORT or dns:NAME:PORT", t)
+		}
+		return t, "", nil
+	}
+	name, port, err := net.SplitHostPort(rest)
+	if err != nil || name == "" || port == "" {
+		return "", "", fmt.Errorf("coordinator address %q: want dns:NAME:PORT", t)
+	}
+	return name, port, nil
+}
