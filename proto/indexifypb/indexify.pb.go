@@ -6203,6 +6203,50 @@ func (x *SnapshotChunk) GetData() []byte {
 	return nil
 }
 
+type RestoreResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_indexify_v1_indexify_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_indexify_v1_indexify_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_indexify_v1_indexify_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *RestoreResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_indexify_v1_indexify_proto protoreflect.FileDescriptor
 
 const file_indexify_v1_indexify_proto_rawDesc = "" +
@@ -6679,7 +6723,9 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\traft_addr\x18\x05 \x01(\tR\braftAddr\"\x11\n" +
 	"\x0fSnapshotRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data*Z\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"'\n" +
+	"\x0fRestoreResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index*Z\n" +
 	"\vTaskOutcome\x12\x18\n" +
 	"\x14TASK_OUTCOME_UNKNOWN\x10\x00\x12\x18\n" +
 	"\x14TASK_OUTCOME_SUCCESS\x10\x01\x12\x17\n" +
@@ -6733,7 +6779,7 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1d.indexify.v1.HeartbeatRequest\x1a\x1e.indexify.v1.HeartbeatResponse(\x010\x01\x12P\n" +
 	"\vListGCTasks\x12\x1f.indexify.v1.ListGCTasksRequest\x1a .indexify.v1.ListGCTasksResponse\x12M\n" +
 	"\n" +
-	"AckGCTasks\x12\x1e.indexify.v1.AckGCTasksRequest\x1a\x1f.indexify.v1.AckGCTasksResponse2\x82\x04\n" +
+	"AckGCTasks\x12\x1e.indexify.v1.AckGCTasksRequest\x1a\x1f.indexify.v1.AckGCTasksResponse2\xc9\x04\n" +
 	"\x0eClusterService\x12>\n" +
 	"\x05Apply\x12\x19.indexify.v1.ApplyRequest\x1a\x1a.indexify.v1.ApplyResponse\x12;\n" +
 	"\x04Join\x12\x18.indexify.v1.JoinRequest\x1a\x19.indexify.v1.JoinResponse\x12>\n" +
@@ -6742,7 +6788,8 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\n" +
 	"RemovePeer\x12\x1e.indexify.v1.RemovePeerRequest\x1a\x1f.indexify.v1.RemovePeerResponse\x12Y\n" +
 	"\x0eTransferLeader\x12\".indexify.v1.TransferLeaderRequest\x1a#.indexify.v1.TransferLeaderResponse\x12F\n" +
-	"\bSnapshot\x12\x1c.indexify.v1.SnapshotRequest\x1a\x1a.indexify.v1.SnapshotChunk0\x01B2Z0github.com/indexify-go/indexify/proto/indexifypbb\x06proto3"
+	"\bSnapshot\x12\x1c.indexify.v1.SnapshotRequest\x1a\x1a.indexify.v1.SnapshotChunk0\x01\x12E\n" +
+	"\aRestore\x12\x1a.indexify.v1.SnapshotChunk\x1a\x1c.indexify.v1.RestoreResponse(\x01B2Z0github.com/indexify-go/indexify/proto/indexifypbb\x06proto3"
 
 var (
 	file_indexify_v1_indexify_proto_rawDescOnce sync.Once
@@ -6757,7 +6804,7 @@ func file_indexify_v1_indexify_proto_rawDescGZIP() []byte {
 }
 
 var file_indexify_v1_indexify_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_indexify_v1_indexify_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_indexify_v1_indexify_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
 var file_indexify_v1_indexify_proto_goTypes = []any{
 	(TaskOutcome)(0),                      // 0: indexify.v1.TaskOutcome
 	(ChangeType)(0),                       // 1: indexify.v1.ChangeType
@@ -6861,18 +6908,19 @@ var file_indexify_v1_indexify_proto_goTypes = []any{
 	(*ProbeResponse)(nil),                 // 99: indexify.v1.ProbeResponse
 	(*SnapshotRequest)(nil),               // 100: indexify.v1.SnapshotRequest
 	(*SnapshotChunk)(nil),                 // 101: indexify.v1.SnapshotChunk
-	nil,                                   // 102: indexify.v1.ExtractorDescription.OutputsEntry
-	nil,                                   // 103: indexify.v1.Content.LabelsEntry
-	nil,                                   // 104: indexify.v1.Content.PolicyCompletionTimesEntry
-	nil,                                   // 105: indexify.v1.UpdateLabelsCmd.LabelsEntry
-	nil,                                   // 106: indexify.v1.UpdateLabelsRequest.LabelsEntry
+	(*RestoreResponse)(nil),               // 102: indexify.v1.RestoreResponse
+	nil,                                   // 103: indexify.v1.ExtractorDescription.OutputsEntry
+	nil,                                   // 104: indexify.v1.Content.LabelsEntry
+	nil,                                   // 105: indexify.v1.Content.PolicyCompletionTimesEntry
+	nil,                                   // 106: indexify.v1.UpdateLabelsCmd.LabelsEntry
+	nil,                                   // 107: indexify.v1.UpdateLabelsRequest.LabelsEntry
 }
 var file_indexify_v1_indexify_proto_depIdxs = []int32{
 	5,   // 0: indexify.v1.ExtractorOutput.embedding:type_name -> indexify.v1.EmbeddingSchema
-	102, // 1: indexify.v1.ExtractorDescription.outputs:type_name -> indexify.v1.ExtractorDescription.OutputsEntry
+	103, // 1: indexify.v1.ExtractorDescription.outputs:type_name -> indexify.v1.ExtractorDescription.OutputsEntry
 	8,   // 2: indexify.v1.ExtractionGraph.policies:type_name -> indexify.v1.ExtractionPolicy
-	103, // 3: indexify.v1.Content.labels:type_name -> indexify.v1.Content.LabelsEntry
-	104, // 4: indexify.v1.Content.policy_completion_times:type_name -> indexify.v1.Content.PolicyCompletionTimesEntry
+	104, // 3: indexify.v1.Content.labels:type_name -> indexify.v1.Content.LabelsEntry
+	105, // 4: indexify.v1.Content.policy_completion_times:type_name -> indexify.v1.Content.PolicyCompletionTimesEntry
 	11,  // 5: indexify.v1.Content.features:type_name -> indexify.v1.Feature
 	12,  // 6: indexify.v1.Task.content:type_name -> indexify.v1.Content
 	0,   // 7: indexify.v1.Task.outcome:type_name -> indexify.v1.TaskOutcome
@@ -6896,7 +6944,7 @@ var file_indexify_v1_indexify_proto_depIdxs = []int32{
 	9,   // 25: indexify.v1.CreateExtractionGraphCmd.graph:type_name -> indexify.v1.ExtractionGraph
 	10,  // 26: indexify.v1.CreateGraphLinkCmd.link:type_name -> indexify.v1.GraphLink
 	12,  // 27: indexify.v1.CreateContentCmd.contents:type_name -> indexify.v1.Content
-	105, // 28: indexify.v1.UpdateLabelsCmd.labels:type_name -> indexify.v1.UpdateLabelsCmd.LabelsEntry
+	106, // 28: indexify.v1.UpdateLabelsCmd.labels:type_name -> indexify.v1.UpdateLabelsCmd.LabelsEntry
 	14,  // 29: indexify.v1.RegisterExecutorCmd.executor:type_name -> indexify.v1.Executor
 	13,  // 30: indexify.v1.SchedulerUpdateCmd.new_tasks:type_name -> indexify.v1.Task
 	29,  // 31: indexify.v1.SchedulerUpdateCmd.assignments:type_name -> indexify.v1.Assignment
@@ -6927,7 +6975,7 @@ var file_indexify_v1_indexify_proto_depIdxs = []int32{
 	12,  // 56: indexify.v1.ListContentResponse.contents:type_name -> indexify.v1.Content
 	3,   // 57: indexify.v1.GetContentTreeRequest.consistency:type_name -> indexify.v1.ReadConsistency
 	12,  // 58: indexify.v1.GetContentTreeResponse.contents:type_name -> indexify.v1.Content
-	106, // 59: indexify.v1.UpdateLabelsRequest.labels:type_name -> indexify.v1.UpdateLabelsRequest.LabelsEntry
+	107, // 59: indexify.v1.UpdateLabelsRequest.labels:type_name -> indexify.v1.UpdateLabelsRequest.LabelsEntry
 	3,   // 60: indexify.v1.ListTasksRequest.consistency:type_name -> indexify.v1.ReadConsistency
 	13,  // 61: indexify.v1.ListTasksResponse.tasks:type_name -> indexify.v1.Task
 	3,   // 62: indexify.v1.GetTaskRequest.consistency:type_name -> indexify.v1.ReadConsistency
@@ -6976,40 +7024,42 @@ var file_indexify_v1_indexify_proto_depIdxs = []int32{
 	94,  // 105: indexify.v1.ClusterService.RemovePeer:input_type -> indexify.v1.RemovePeerRequest
 	96,  // 106: indexify.v1.ClusterService.TransferLeader:input_type -> indexify.v1.TransferLeaderRequest
 	100, // 107: indexify.v1.ClusterService.Snapshot:input_type -> indexify.v1.SnapshotRequest
-	38,  // 108: indexify.v1.CoordinatorService.CreateNamespace:output_type -> indexify.v1.CreateNamespaceResponse
-	40,  // 109: indexify.v1.CoordinatorService.ListNamespaces:output_type -> indexify.v1.ListNamespacesResponse
-	42,  // 110: indexify.v1.CoordinatorService.ListExtractors:output_type -> indexify.v1.ListExtractorsResponse
-	44,  // 111: indexify.v1.CoordinatorService.CreateExtractionGraph:output_type -> indexify.v1.CreateExtractionGraphResponse
-	46,  // 112: indexify.v1.CoordinatorService.ListExtractionGraphs:output_type -> indexify.v1.ListExtractionGraphsResponse
-	48,  // 113: indexify.v1.CoordinatorService.DeleteExtractionGraph:output_type -> indexify.v1.DeleteExtractionGraphResponse
-	50,  // 114: indexify.v1.CoordinatorService.CreateGraphLink:output_type -> indexify.v1.CreateGraphLinkResponse
-	52,  // 115: indexify.v1.CoordinatorService.ListGraphLinks:output_type -> indexify.v1.ListGraphLinksResponse
-	55,  // 116: indexify.v1.CoordinatorService.GetAnalytics:output_type -> indexify.v1.GetAnalyticsResponse
-	57,  // 117: indexify.v1.CoordinatorService.CreateContent:output_type -> indexify.v1.CreateContentResponse
-	59,  // 118: indexify.v1.CoordinatorService.GetContent:output_type -> indexify.v1.GetContentResponse
-	61,  // 119: indexify.v1.CoordinatorService.ListContent:output_type -> indexify.v1.ListContentResponse
-	63,  // 120: indexify.v1.CoordinatorService.GetContentTree:output_type -> indexify.v1.GetContentTreeResponse
-	65,  // 121: indexify.v1.CoordinatorService.UpdateLabels:output_type -> indexify.v1.UpdateLabelsResponse
-	67,  // 122: indexify.v1.CoordinatorService.TombstoneContent:output_type -> indexify.v1.TombstoneContentResponse
-	69,  // 123: indexify.v1.CoordinatorService.WaitContent:output_type -> indexify.v1.WaitContentResponse
-	12,  // 124: indexify.v1.CoordinatorService.WatchContent:output_type -> indexify.v1.Content
-	72,  // 125: indexify.v1.CoordinatorService.ListTasks:output_type -> indexify.v1.ListTasksResponse
-	74,  // 126: indexify.v1.CoordinatorService.GetTask:output_type -> indexify.v1.GetTaskResponse
-	76,  // 127: indexify.v1.CoordinatorService.CompleteTask:output_type -> indexify.v1.CompleteTaskResponse
-	78,  // 128: indexify.v1.CoordinatorService.RegisterExecutor:output_type -> indexify.v1.RegisterExecutorResponse
-	80,  // 129: indexify.v1.CoordinatorService.ListExecutors:output_type -> indexify.v1.ListExecutorsResponse
-	82,  // 130: indexify.v1.CoordinatorService.Heartbeat:output_type -> indexify.v1.HeartbeatResponse
-	84,  // 131: indexify.v1.CoordinatorService.ListGCTasks:output_type -> indexify.v1.ListGCTasksResponse
-	86,  // 132: indexify.v1.CoordinatorService.AckGCTasks:output_type -> indexify.v1.AckGCTasksResponse
-	88,  // 133: indexify.v1.ClusterService.Apply:output_type -> indexify.v1.ApplyResponse
-	90,  // 134: indexify.v1.ClusterService.Join:output_type -> indexify.v1.JoinResponse
-	99,  // 135: indexify.v1.ClusterService.Probe:output_type -> indexify.v1.ProbeResponse
-	93,  // 136: indexify.v1.ClusterService.Status:output_type -> indexify.v1.StatusResponse
-	95,  // 137: indexify.v1.ClusterService.RemovePeer:output_type -> indexify.v1.RemovePeerResponse
-	97,  // 138: indexify.v1.ClusterService.TransferLeader:output_type -> indexify.v1.TransferLeaderResponse
-	101, // 139: indexify.v1.ClusterService.Snapshot:output_type -> indexify.v1.SnapshotChunk
-	108, // [108:140] is the sub-list for method output_type
-	76,  // [76:108] is the sub-list for method input_type
+	101, // 108: indexify.v1.ClusterService.Restore:input_type -> indexify.v1.SnapshotChunk
+	38,  // 109: indexify.v1.CoordinatorService.CreateNamespace:output_type -> indexify.v1.CreateNamespaceResponse
+	40,  // 110: indexify.v1.CoordinatorService.ListNamespaces:output_type -> indexify.v1.ListNamespacesResponse
+	42,  // 111: indexify.v1.CoordinatorService.ListExtractors:output_type -> indexify.v1.ListExtractorsResponse
+	44,  // 112: indexify.v1.CoordinatorService.CreateExtractionGraph:output_type -> indexify.v1.CreateExtractionGraphResponse
+	46,  // 113: indexify.v1.CoordinatorService.ListExtractionGraphs:output_type -> indexify.v1.ListExtractionGraphsResponse
+	48,  // 114: indexify.v1.CoordinatorService.DeleteExtractionGraph:output_type -> indexify.v1.DeleteExtractionGraphResponse
+	50,  // 115: indexify.v1.CoordinatorService.CreateGraphLink:output_type -> indexify.v1.CreateGraphLinkResponse
+	52,  // 116: indexify.v1.CoordinatorService.ListGraphLinks:output_type -> indexify.v1.ListGraphLinksResponse
+	55,  // 117: indexify.v1.CoordinatorService.GetAnalytics:output_type -> indexify.v1.GetAnalyticsResponse
+	57,  // 118: indexify.v1.CoordinatorService.CreateContent:output_type -> indexify.v1.CreateContentResponse
+	59,  // 119: indexify.v1.CoordinatorService.GetContent:output_type -> indexify.v1.GetContentResponse
+	61,  // 120: indexify.v1.CoordinatorService.ListContent:output_type -> indexify.v1.ListContentResponse
+	63,  // 121: indexify.v1.CoordinatorService.GetContentTree:output_type -> indexify.v1.GetContentTreeResponse
+	65,  // 122: indexify.v1.CoordinatorService.UpdateLabels:output_type -> indexify.v1.UpdateLabelsResponse
+	67,  // 123: indexify.v1.CoordinatorService.TombstoneContent:output_type -> indexify.v1.TombstoneContentResponse
+	69,  // 124: indexify.v1.CoordinatorService.WaitContent:output_type -> indexify.v1.WaitContentResponse
+	12,  // 125: indexify.v1.CoordinatorService.WatchContent:output_type -> indexify.v1.Content
+	72,  // 126: indexify.v1.CoordinatorService.ListTasks:output_type -> indexify.v1.ListTasksResponse
+	74,  // 127: indexify.v1.CoordinatorService.GetTask:output_type -> indexify.v1.GetTaskResponse
+	76,  // 128: indexify.v1.CoordinatorService.CompleteTask:output_type -> indexify.v1.CompleteTaskResponse
+	78,  // 129: indexify.v1.CoordinatorService.RegisterExecutor:output_type -> indexify.v1.RegisterExecutorResponse
+	80,  // 130: indexify.v1.CoordinatorService.ListExecutors:output_type -> indexify.v1.ListExecutorsResponse
+	82,  // 131: indexify.v1.CoordinatorService.Heartbeat:output_type -> indexify.v1.HeartbeatResponse
+	84,  // 132: indexify.v1.CoordinatorService.ListGCTasks:output_type -> indexify.v1.ListGCTasksResponse
+	86,  // 133: indexify.v1.CoordinatorService.AckGCTasks:output_type -> indexify.v1.AckGCTasksResponse
+	88,  // 134: indexify.v1.ClusterService.Apply:output_type -> indexify.v1.ApplyResponse
+	90,  // 135: indexify.v1.ClusterService.Join:output_type -> indexify.v1.JoinResponse
+	99,  // 136: indexify.v1.ClusterService.Probe:output_type -> indexify.v1.ProbeResponse
+	93,  // 137: indexify.v1.ClusterService.Status:output_type -> indexify.v1.StatusResponse
+	95,  // 138: indexify.v1.ClusterService.RemovePeer:output_type -> indexify.v1.RemovePeerResponse
+	97,  // 139: indexify.v1.ClusterService.TransferLeader:output_type -> indexify.v1.TransferLeaderResponse
+	101, // 140: indexify.v1.ClusterService.Snapshot:output_type -> indexify.v1.SnapshotChunk
+	102, // 141: indexify.v1.ClusterService.Restore:output_type -> indexify.v1.RestoreResponse
+	109, // [109:142] is the sub-list for method output_type
+	76,  // [76:109] is the sub-list for method input_type
 	76,  // [76:76] is the sub-list for extension type_name
 	76,  // [76:76] is the sub-list for extension extendee
 	0,   // [0:76] is the sub-list for field type_name
@@ -7043,7 +7093,7 @@ func file_indexify_v1_indexify_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_indexify_v1_indexify_proto_rawDesc), len(file_indexify_v1_indexify_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   103,
+			NumMessages:   104,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1048,6 +1048,7 @@ const (
 	ClusterService_RemovePeer_FullMethodName     = "/indexify.v1.ClusterService/RemovePeer"
 	ClusterService_TransferLeader_FullMethodName = "/indexify.v1.ClusterService/TransferLeader"
 	ClusterService_Snapshot_FullMethodName       = "/indexify.v1.ClusterService/Snapshot"
+	ClusterService_Restore_FullMethodName        = "/indexify.v1.ClusterService/Restore"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -1061,6 +1062,9 @@ type ClusterServiceClient interface {
 	RemovePeer(ctx context.Context, in *RemovePeerRequest, opts ...grpc.CallOption) (*RemovePeerResponse, error)
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// Replaces the whole state with a saved snapshot. Leader only: a follower
+	// answers FailedPrecondition naming the leader.
+	Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RestoreResponse], error)
 }
 
 type clusterServiceClient struct {
@@ -1150,6 +1154,19 @@ func (c *clusterServiceClient) Snapshot(ctx context.Context, in *SnapshotRequest
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ClusterService_SnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
 
+func (c *clusterServiceClient) Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClusterService_ServiceDesc.Streams[1], ClusterService_Restore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotChunk, RestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_RestoreClient = grpc.ClientStreamingClient[SnapshotChunk, RestoreResponse]
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -1161,6 +1178,9 @@ type ClusterServiceServer interface {
 	RemovePeer(context.Context, *RemovePeerRequest) (*RemovePeerResponse, error)
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// Replaces the whole state with a saved snapshot. Leader only: a follower
+	// answers FailedPrecondition naming the leader.
+	Restore(grpc.ClientStreamingServer[SnapshotChunk, RestoreResponse]) error
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -1191,6 +1211,9 @@ func (UnimplementedClusterServiceServer) TransferLeader(context.Context, *Transf
 }
 func (UnimplementedClusterServiceServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedClusterServiceServer) Restore(grpc.ClientStreamingServer[SnapshotChunk, RestoreResponse]) error {
+	return status.Error(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -1332,6 +1355,13 @@ func _ClusterService_Snapshot_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ClusterService_SnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
 
+func _ClusterService_Restore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServiceServer).Restore(&grpc.GenericServerStream[SnapshotChunk, RestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_RestoreServer = grpc.ClientStreamingServer[SnapshotChunk, RestoreResponse]
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1369,6 +1399,11 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Snapshot",
 			Handler:       _ClusterService_Snapshot_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Restore",
+			Handler:       _ClusterService_Restore_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "indexify/v1/indexify.proto",
