@@ -49,7 +49,7 @@ Flags win over the environment, which wins over the file.`,
 	root.PersistentFlags().StringVar(&g.configFile, "config", "", "YAML file with settings (keys are flag names with _ for -)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
-	root.AddCommand(newDevCmd(), newCoordinatorCmd(), newServerCmd(), newExecutorCmd(), newVersionCmd())
+	root.AddCommand(newDevCmd(), newCoordinatorCmd(), newServerCmd(), newExecutorCmd(), newClusterCmd(), newVersionCmd())
 	return root
 }
 
