@@ -248,4 +248,3 @@ func TestClusterSigtermLeaderClientsSeeNoError(t *testing.T) {
 		t.Fatalf("%d client writes failed during a SIGTERM hand-off", failed)
 	}
 }
-
