@@ -29,8 +29,8 @@ func Errorf(code pb.ErrorCode, format string, args ...any) *Error {
 // ContentQuery selects content for ListContent. Empty fields do not filter.
 type ContentQuery struct {
 	Namespace  string
-	Graph      string   // content whose graph_names contain Graph
-	Source     string   // "ingestion" or a policy name
+	Graph      string // content whose graph_names contain Graph
+	Source     string // "ingestion" or a policy name
 	ParentID   string
 	RootID     string   // ingested_content_id: the tree rooted there
 	Labels     []string // label-filter expressions, all must match

@@ -1,39 +1,174 @@
 package state
 
-// SKELETON: signatures are the contract; bodies are filled in by the state
-// implementation.
+// The FSM turns Raft log entries into store mutations. Each command is
+// validated completely before anything is written, so a rejected command is a
+// no-op on every replica, and it only uses Command.timestamp (never the
+// clock), so replicas applying the same log end in the same state.
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
+// commandVersion prefixes every encoded command so the format can evolve:
+// a node meeting an unknown version fails the command instead of guessing.
+const commandVersion byte = 0x01
+
 // FSM applies typed commands from the Raft log to a Store.
-type FSM struct{ store *Store }
+type FSM struct {
+	store   *Store
+	log     *slog.Logger
+	schemas *schemaCache
+}
 
 // NewFSM returns an FSM writing to store.
-func NewFSM(store *Store, logger *slog.Logger) *FSM { return &FSM{store: store} }
+func NewFSM(store *Store, logger *slog.Logger) *FSM {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &FSM{store: store, log: logger, schemas: &schemaCache{}}
+}
 
 // Store returns the store the FSM writes.
 func (f *FSM) Store() *Store { return f.store }
 
 // Apply implements raft.FSM; it returns a *pb.CommandResult.
-func (f *FSM) Apply(l *raft.Log) interface{} { panic("todo") }
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand {
+		return &pb.CommandResult{Index: l.Index}
+	}
+	cmd, err := DecodeCommand(l.Data)
+	if err != nil {
+		f.log.Error("undecodable log entry", "index", l.Index, "err", err)
+		f.store.mu.Lock()
+		defer f.store.mu.Unlock()
+		f.store.d.applied = l.Index
+		f.store.notifyLocked()
+		return &pb.CommandResult{ErrorCode: codeInvalid, Error: err.Error(), Index: l.Index}
+	}
+	return f.ApplyCommand(l.Index, cmd)
+}
 
 // ApplyCommand applies one decoded command at a log index (tests, benchmarks).
-func (f *FSM) ApplyCommand(index uint64, cmd *pb.Command) *pb.CommandResult { panic("todo") }
+func (f *FSM) ApplyCommand(index uint64, cmd *pb.Command) *pb.CommandResult {
+	s := f.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.d
+	if index > d.applied {
+		d.applied = index
+	}
+	defer s.notifyLocked()
+	if cmd.GetRequestId() != "" {
+		if r, ok := d.requests[cmd.RequestId]; ok {
+			return r
+		}
+	}
+	res := f.apply(d, index, cmd)
+	res.Index = index
+	if cmd.GetRequestId() != "" {
+		d.rememberRequest(cmd.RequestId, res)
+	}
+	return res
+}
 
-// Snapshot implements raft.FSM.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) { panic("todo") }
+func (f *FSM) apply(d *data, index uint64, cmd *pb.Command) *pb.CommandResult {
+	op := &opCtx{f: f, d: d, ts: cmd.GetTimestamp(), index: index}
+	var refs []*pb.ContentRef
+	var err *Error
+	switch c := cmd.GetOp().(type) {
+	case *pb.Command_CreateNamespace:
+		err = op.createNamespace(c.CreateNamespace)
+	case *pb.Command_CreateGraph:
+		err = op.createGraph(c.CreateGraph)
+	case *pb.Command_DeleteGraph:
+		err = op.deleteGraph(c.DeleteGraph)
+	case *pb.Command_CreateLink:
+		err = op.createLink(c.CreateLink)
+	case *pb.Command_CreateContent:
+		refs, err = op.createContent(c.CreateContent)
+	case *pb.Command_UpdateLabels:
+		err = op.updateLabels(c.UpdateLabels)
+	case *pb.Command_TombstoneContent:
+		err = op.tombstoneContent(c.TombstoneContent)
+	case *pb.Command_RegisterExecutor:
+		err = op.registerExecutor(c.RegisterExecutor)
+	case *pb.Command_ExecutorHeartbeat:
+		err = op.heartbeat(c.ExecutorHeartbeat)
+	case *pb.Command_RemoveExecutor:
+		err = op.removeExecutor(c.RemoveExecutor)
+	case *pb.Command_SchedulerUpdate:
+		err = op.schedulerUpdate(c.SchedulerUpdate)
+	case *pb.Command_CompleteTask:
+		err = op.completeTask(c.CompleteTask)
+	case *pb.Command_AckGcTasks:
+		err = op.ackGC(c.AckGcTasks)
+	case *pb.Command_UpsertNode:
+		err = op.upsertNode(c.UpsertNode)
+	case *pb.Command_RemoveNode:
+		err = op.removeNode(c.RemoveNode)
+	default:
+		err = Errorf(codeInvalid, "command has no known operation")
+	}
+	if err != nil {
+		return &pb.CommandResult{ErrorCode: err.Code, Error: err.Msg}
+	}
+	return &pb.CommandResult{Contents: refs}
+}
+
+// ResultError converts a CommandResult into an error (nil when OK), so
+// callers can write `if err := state.ResultError(res); err != nil`.
+func ResultError(r *pb.CommandResult) error {
+	if r == nil || r.ErrorCode == codeOK {
+		return nil
+	}
+	return &Error{Code: r.ErrorCode, Msg: r.Error}
+}
+
+// Snapshot implements raft.FSM. It only collects pointers to the current
+// (immutable) messages under the read lock; Persist serialises them while
+// new commands keep applying.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return f.store.snapshot(), nil
+}
 
 // Restore implements raft.FSM.
-func (f *FSM) Restore(rc io.ReadCloser) error { panic("todo") }
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	return f.store.Restore(rc)
+}
 
 // EncodeCommand serialises a command for the Raft log.
-func EncodeCommand(cmd *pb.Command) ([]byte, error) { panic("todo") }
+func EncodeCommand(cmd *pb.Command) ([]byte, error) {
+	if cmd == nil {
+		return nil, fmt.Errorf("nil command")
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode command: %w", err)
+	}
+	out := make([]byte, 0, len(b)+1)
+	out = append(out, commandVersion)
+	return append(out, b...), nil
+}
 
 // DecodeCommand parses a log entry written by EncodeCommand.
-func DecodeCommand(b []byte) (*pb.Command, error) { panic("todo") }
+func DecodeCommand(b []byte) (*pb.Command, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("decode command: empty entry")
+	}
+	if b[0] != commandVersion {
+		return nil, fmt.Errorf("decode command: unknown format version %d", b[0])
+	}
+	cmd := &pb.Command{}
+	if err := proto.Unmarshal(b[1:], cmd); err != nil {
+		return nil, fmt.Errorf("decode command: %w", err)
+	}
+	return cmd, nil
+}

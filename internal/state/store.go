@@ -1,76 +1,483 @@
 package state
 
-// SKELETON: signatures are the contract (see api.go); bodies are filled in by
-// the state implementation.
+// Store readers. Writes happen only through the FSM (fsm.go, ops*.go), under
+// the write lock; readers take the read lock and get shared, immutable
+// messages (see api.go).
 
 import (
+	"sort"
+	"sync"
+
+	"github.com/indexify-go/indexify/internal/labels"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 // Store is the in-memory, indexed coordinator state. Only the FSM writes it.
-type Store struct{}
+type Store struct {
+	mu    sync.RWMutex
+	d     *data
+	watch chan struct{}
+}
 
 // NewStore returns an empty store.
-func NewStore() *Store { return &Store{} }
+func NewStore() *Store { return &Store{d: newData(), watch: make(chan struct{})} }
 
 // AppliedIndex is the Raft index of the last command applied.
-func (s *Store) AppliedIndex() uint64 { panic("todo") }
+func (s *Store) AppliedIndex() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.applied
+}
 
 // Watch returns a channel closed after the next command is applied (broadcast).
-func (s *Store) Watch() <-chan struct{} { panic("todo") }
+func (s *Store) Watch() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.watch
+}
 
-func (s *Store) Namespaces() []*pb.Namespace                    { panic("todo") }
-func (s *Store) Namespace(name string) (*pb.Namespace, bool)     { panic("todo") }
-func (s *Store) Graphs(ns string) []*pb.ExtractionGraph          { panic("todo") }
-func (s *Store) Graph(ns, name string) (*pb.ExtractionGraph, bool) { panic("todo") }
+// notifyLocked wakes every watcher; called with the write lock held.
+func (s *Store) notifyLocked() {
+	close(s.watch)
+	s.watch = make(chan struct{})
+}
+
+func (s *Store) Namespaces() []*pb.Namespace {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*pb.Namespace, 0, len(s.d.namespaces))
+	for _, n := range s.d.namespaces {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Store) Namespace(name string) (*pb.Namespace, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, ok := s.d.namespaces[name]
+	return n, ok
+}
+
+func (s *Store) Graphs(ns string) []*pb.ExtractionGraph {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := s.d.graphs[ns]
+	out := make([]*pb.ExtractionGraph, 0, len(m))
+	for _, g := range m {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Store) Graph(ns, name string) (*pb.ExtractionGraph, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g, ok := s.d.graphs[ns][name]
+	return g, ok
+}
 
 // Links returns the links whose source graph is graph ("" = all of ns).
-func (s *Store) Links(ns, graph string) []*pb.GraphLink { panic("todo") }
+func (s *Store) Links(ns, graph string) []*pb.GraphLink {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*pb.GraphLink
+	for _, l := range s.d.links[ns] {
+		if graph == "" || l.GraphName == graph {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
 // Extractors is the union of the extractors of registered executors, by name.
-func (s *Store) Extractors() []*pb.ExtractorDescription                  { panic("todo") }
-func (s *Store) Extractor(name string) (*pb.ExtractorDescription, bool) { panic("todo") }
+func (s *Store) Extractors() []*pb.ExtractorDescription {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*pb.ExtractorDescription, 0, len(s.d.extractors))
+	for _, x := range s.d.extractors {
+		out = append(out, x)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Store) Extractor(name string) (*pb.ExtractorDescription, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	x, ok := s.d.extractors[name]
+	return x, ok
+}
 
 // Content returns the latest version of a content id (tombstoned included).
-func (s *Store) Content(ns, id string) (*pb.Content, bool) { panic("todo") }
+func (s *Store) Content(ns, id string) (*pb.Content, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := s.d.latest(ns, id)
+	return c, c != nil
+}
 
 // ContentVersion returns one version, latest or superseded.
-func (s *Store) ContentVersion(ns, id string, version uint64) (*pb.Content, bool) { panic("todo") }
+func (s *Store) ContentVersion(ns, id string, version uint64) (*pb.Content, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := s.d.version(ns, id, version)
+	return c, c != nil
+}
+
+// ContentVersions returns every stored version of an id, ascending (latest
+// last, superseded versions not yet garbage-collected before it).
+func (s *Store) ContentVersions(ns, id string) []*pb.Content {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.allVersions(ns, id)
+}
 
 // ListContent returns the page and the total number matching (before paging).
-func (s *Store) ListContent(q ContentQuery) ([]*pb.Content, uint64, error) { panic("todo") }
+func (s *Store) ListContent(q ContentQuery) ([]*pb.Content, uint64, error) {
+	f, err := labels.Parse(q.Labels)
+	if err != nil {
+		return nil, 0, Errorf(pb.ErrorCode_ERROR_CODE_INVALID, "labels filter: %v", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.d
+	match := func(c *pb.Content) bool {
+		if c == nil || (c.Tombstoned && !q.Tombstoned) {
+			return false
+		}
+		if q.Graph != "" && !contains(c.GraphNames, q.Graph) {
+			return false
+		}
+		if q.Source != "" && c.Source != q.Source {
+			return false
+		}
+		if q.ParentID != "" && c.ParentId != q.ParentID {
+			return false
+		}
+		if q.RootID != "" && c.RootContentId != q.RootID {
+			return false
+		}
+		return f.Match(c.Labels)
+	}
+	var all []*pb.Content
+	consider := func(ids map[string]*pb.Content) {
+		for _, c := range ids {
+			if match(c) {
+				all = append(all, c)
+			}
+		}
+	}
+	if q.ParentID != "" && q.Namespace != "" {
+		// The children index avoids a namespace scan for the common
+		// "extracted from X" query.
+		for _, id := range d.children[ckey{q.Namespace, q.ParentID}] {
+			if c := d.latest(q.Namespace, id); match(c) {
+				all = append(all, c)
+			}
+		}
+	} else if q.Namespace != "" {
+		consider(d.content[q.Namespace])
+	} else {
+		for _, m := range d.content {
+			consider(m)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Id != all[j].Id {
+			return all[i].Id < all[j].Id
+		}
+		return all[i].Namespace < all[j].Namespace
+	})
+	total := uint64(len(all))
+	start := 0
+	if q.StartID != "" {
+		start = sort.Search(len(all), func(i int) bool { return all[i].Id > q.StartID })
+	}
+	page := all[start:]
+	if q.Limit > 0 && len(page) > q.Limit {
+		page = page[:q.Limit]
+	}
+	return append([]*pb.Content(nil), page...), total, nil
+}
 
 // ContentTree returns the content and all its live descendants, parents first.
-func (s *Store) ContentTree(ns, id string) []*pb.Content { panic("todo") }
+func (s *Store) ContentTree(ns, id string) []*pb.Content {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.liveTree(ns, id)
+}
+
+// liveTree walks the children index breadth first, children in id order.
+func (d *data) liveTree(ns, id string) []*pb.Content {
+	root := d.latest(ns, id)
+	if root == nil || root.Tombstoned {
+		return nil
+	}
+	out := []*pb.Content{root}
+	seen := map[string]bool{id: true}
+	for i := 0; i < len(out); i++ {
+		kids := append([]string(nil), d.children[ckey{ns, out[i].Id}]...)
+		sort.Strings(kids)
+		for _, k := range kids {
+			c := d.latest(ns, k)
+			if c == nil || c.Tombstoned || seen[k] || c.ParentId != out[i].Id {
+				continue
+			}
+			seen[k] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // ContentSince returns live content of ns created at change offsets > after,
 // in offset order, that belongs to graph ("" = any) and came from policy ("" = any).
 func (s *Store) ContentSince(ns, graph, policy string, after uint64, limit int) []*pb.Content {
-	panic("todo")
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	refs := s.d.offsets[ns]
+	i := sort.Search(len(refs), func(i int) bool { return refs[i].offset > after })
+	var out []*pb.Content
+	for ; i < len(refs); i++ {
+		c := s.d.latest(ns, refs[i].id)
+		if c == nil || c.ChangeOffset != refs[i].offset || c.Tombstoned {
+			continue // replaced by a newer version (seen at its own offset) or gone
+		}
+		if graph != "" && !contains(c.GraphNames, graph) {
+			continue
+		}
+		if policy != "" && c.Source != policy {
+			continue
+		}
+		out = append(out, c)
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out
 }
 
 // ContentDone reports whether every task of the content and of its
 // descendants is terminal and no unprocessed change for them remains.
-func (s *Store) ContentDone(ns, id string) (bool, error) { panic("todo") }
+func (s *Store) ContentDone(ns, id string) (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.d
+	c := d.latest(ns, id)
+	if c == nil {
+		return false, Errorf(pb.ErrorCode_ERROR_CODE_NOT_FOUND, "content %s/%s not found", ns, id)
+	}
+	if c.Tombstoned {
+		return true, nil // deleted content has no more work
+	}
+	for _, n := range d.liveTree(ns, id) {
+		k := ckey{ns, n.Id}
+		if d.changedContent[k] > 0 {
+			return false, nil
+		}
+		for _, tid := range d.tasksByContent[k] {
+			if t := d.tasks[tid]; t != nil && t.ContentVersion == n.Version && unfinished(t) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
 
-func (s *Store) Task(id string) (*pb.Task, bool)             { panic("todo") }
-func (s *Store) ListTasks(q TaskQuery) ([]*pb.Task, uint64) { panic("todo") }
-func (s *Store) Analytics(ns, graph string) []*pb.PolicyAnalytics { panic("todo") }
+func (s *Store) Task(id string) (*pb.Task, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.d.tasks[id]
+	return t, ok
+}
 
-// PendingTasks returns unfinished, unassigned tasks (outcome UNKNOWN, executor "").
-func (s *Store) PendingTasks() []*pb.Task { panic("todo") }
+func (s *Store) ListTasks(q TaskQuery) ([]*pb.Task, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.d
+	match := func(t *pb.Task) bool {
+		return t != nil &&
+			(q.Namespace == "" || t.Namespace == q.Namespace) &&
+			(q.Graph == "" || t.GraphName == q.Graph) &&
+			(q.Policy == "" || t.PolicyName == q.Policy) &&
+			(q.ContentID == "" || t.ContentId == q.ContentID)
+	}
+	var all []*pb.Task
+	if q.ContentID != "" && q.Namespace != "" {
+		for _, tid := range d.tasksByContent[ckey{q.Namespace, q.ContentID}] {
+			if t := d.tasks[tid]; match(t) {
+				all = append(all, t)
+			}
+		}
+	} else {
+		for _, t := range d.tasks {
+			if match(t) {
+				all = append(all, t)
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Id < all[j].Id })
+	total := uint64(len(all))
+	start := 0
+	if q.StartID != "" {
+		start = sort.Search(len(all), func(i int) bool { return all[i].Id > q.StartID })
+	}
+	page := all[start:]
+	if q.Limit > 0 && len(page) > q.Limit {
+		page = page[:q.Limit]
+	}
+	return append([]*pb.Task(nil), page...), total
+}
 
-// TasksAssignedTo returns unfinished tasks assigned to an executor.
-func (s *Store) TasksAssignedTo(executorID string) []*pb.Task { panic("todo") }
+// Analytics counts tasks per policy of the graph: pending = unfinished
+// (assigned or not), success and failure = terminal outcomes.
+func (s *Store) Analytics(ns, graph string) []*pb.PolicyAnalytics {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.d.graphs[ns][graph]
+	if g == nil {
+		return nil
+	}
+	out := make([]*pb.PolicyAnalytics, 0, len(g.Policies))
+	for _, p := range g.Policies {
+		a := &pb.PolicyAnalytics{Policy: p.Name}
+		if st := s.d.stats[polKey{ns, graph, p.Name}]; st != nil {
+			a.Pending, a.Success, a.Failure = st.pending, st.success, st.failure
+		}
+		out = append(out, a)
+	}
+	return out
+}
 
-func (s *Store) Executors() []*pb.Executor               { panic("todo") }
-func (s *Store) Executor(id string) (*pb.Executor, bool) { panic("todo") }
+// PendingTasks returns unfinished, unassigned tasks (outcome UNKNOWN,
+// executor ""), oldest first (created_at, then id) so allocation is FIFO.
+func (s *Store) PendingTasks() []*pb.Task {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*pb.Task, 0, len(s.d.pending))
+	for id := range s.d.pending {
+		out = append(out, s.d.tasks[id])
+	}
+	sortTasks(out)
+	return out
+}
+
+func sortTasks(ts []*pb.Task) {
+	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].CreatedAt != ts[j].CreatedAt {
+			return ts[i].CreatedAt < ts[j].CreatedAt
+		}
+		return ts[i].Id < ts[j].Id
+	})
+}
+
+// TasksAssignedTo returns unfinished tasks assigned to an executor, oldest first.
+func (s *Store) TasksAssignedTo(executorID string) []*pb.Task {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	set := s.d.tasksByExec[executorID]
+	out := make([]*pb.Task, 0, len(set))
+	for id := range set {
+		out = append(out, s.d.tasks[id])
+	}
+	sortTasks(out)
+	return out
+}
+
+// UnfinishedTaskCounts returns, per executor id, how many unfinished tasks
+// are assigned to it (the scheduler's load measure), without copying tasks.
+func (s *Store) UnfinishedTaskCounts() map[string]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]int, len(s.d.tasksByExec))
+	for id, set := range s.d.tasksByExec {
+		out[id] = len(set)
+	}
+	return out
+}
+
+func (s *Store) Executors() []*pb.Executor {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*pb.Executor, 0, len(s.d.executors))
+	for _, e := range s.d.executors {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
+}
+
+func (s *Store) Executor(id string) (*pb.Executor, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.executors[id]
+	return e, ok
+}
 
 // UnprocessedChanges returns the oldest unprocessed state changes, in id order.
-func (s *Store) UnprocessedChanges(limit int) []*pb.StateChange { panic("todo") }
+func (s *Store) UnprocessedChanges(limit int) []*pb.StateChange {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*pb.StateChange
+	for _, id := range s.d.changeOrder {
+		c := s.d.changes[id]
+		if c == nil {
+			continue
+		}
+		out = append(out, c)
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out
+}
 
-// GCTasks returns outstanding blob deletions.
-func (s *Store) GCTasks(limit int) []*pb.GCTask { panic("todo") }
+// GCTasks returns outstanding blob deletions, oldest first.
+func (s *Store) GCTasks(limit int) []*pb.GCTask {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*pb.GCTask, 0, len(s.d.gcTasks))
+	for _, g := range s.d.gcTasks {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CreatedAt != out[j].CreatedAt {
+			return out[i].CreatedAt < out[j].CreatedAt
+		}
+		return out[i].Id < out[j].Id
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
 
-func (s *Store) Nodes() []*pb.NodeInfo               { panic("todo") }
-func (s *Store) Node(id string) (*pb.NodeInfo, bool) { panic("todo") }
+func (s *Store) Nodes() []*pb.NodeInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*pb.NodeInfo, 0, len(s.d.nodes))
+	for _, n := range s.d.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
+}
+
+func (s *Store) Node(id string) (*pb.NodeInfo, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, ok := s.d.nodes[id]
+	return n, ok
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,477 @@
+package state
+
+// The store's data and the write helpers that keep every index consistent.
+// All functions in this file run with Store.mu held for writing (or on a
+// private *data during Restore), so they need no locking of their own.
+
+import (
+	"sort"
+
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+// ckey identifies a content id (all its versions) inside a namespace.
+type ckey struct{ ns, id string }
+
+// offsetRef remembers at which change offset a content version appeared, so
+// ContentSince can scan in offset order without sorting the whole namespace.
+// Entries whose content was replaced or purged are skipped on read and
+// dropped when the slice is compacted.
+type offsetRef struct {
+	offset uint64
+	id     string
+}
+
+// polKey identifies a policy for analytics counters.
+type polKey struct{ ns, graph, policy string }
+
+// taskStats are the per-policy analytics counters.
+type taskStats struct{ pending, success, failure uint64 }
+
+// data is everything the FSM replicates plus derived indexes. Restore builds
+// a fresh *data and swaps it in, so readers never see a half-restored store.
+type data struct {
+	applied   uint64 // last applied Raft index
+	changeSeq uint64 // last StateChange id handed out
+	offsetSeq uint64 // last Content.change_offset handed out
+
+	namespaces map[string]*pb.Namespace
+	graphs     map[string]map[string]*pb.ExtractionGraph // ns -> name -> graph
+	links      map[string][]*pb.GraphLink                // ns -> links (few)
+	executors  map[string]*pb.Executor
+	nodes      map[string]*pb.NodeInfo
+	gcTasks    map[string]*pb.GCTask
+
+	// content holds the latest version per id; superseded versions that are
+	// not yet purged live in old (rare, so they cost nothing per item).
+	content  map[string]map[string]*pb.Content // ns -> id -> latest version
+	old      map[ckey][]*pb.Content            // ascending versions, excluding latest
+	children map[ckey][]string                 // parent -> child ids (latest parent_id)
+	offsets  map[string][]offsetRef            // ns -> ascending offsets
+
+	tasks          map[string]*pb.Task
+	tasksByContent map[ckey][]string              // (ns, content id) -> task ids
+	tasksByExec    map[string]map[string]struct{} // executor -> unfinished task ids
+	pending        map[string]struct{}            // unfinished and unassigned
+	stats          map[polKey]*taskStats
+
+	// Only unprocessed changes are kept: processed ones are never read again,
+	// and keeping them would grow memory with every write.
+	changes        map[uint64]*pb.StateChange
+	changeOrder    []uint64 // ascending; may hold processed ids until compacted
+	changedContent map[ckey]int
+
+	requests     map[string]*pb.CommandResult
+	requestOrder []string // FIFO of remembered request ids
+
+	extractors map[string]*pb.ExtractorDescription // derived from executors
+}
+
+func newData() *data {
+	return &data{
+		namespaces:     map[string]*pb.Namespace{},
+		graphs:         map[string]map[string]*pb.ExtractionGraph{},
+		links:          map[string][]*pb.GraphLink{},
+		executors:      map[string]*pb.Executor{},
+		nodes:          map[string]*pb.NodeInfo{},
+		gcTasks:        map[string]*pb.GCTask{},
+		content:        map[string]map[string]*pb.Content{},
+		old:            map[ckey][]*pb.Content{},
+		children:       map[ckey][]string{},
+		offsets:        map[string][]offsetRef{},
+		tasks:          map[string]*pb.Task{},
+		tasksByContent: map[ckey][]string{},
+		tasksByExec:    map[string]map[string]struct{}{},
+		pending:        map[string]struct{}{},
+		stats:          map[polKey]*taskStats{},
+		changes:        map[uint64]*pb.StateChange{},
+		changedContent: map[ckey]int{},
+		requests:       map[string]*pb.CommandResult{},
+		extractors:     map[string]*pb.ExtractorDescription{},
+	}
+}
+
+// ---------------------------------------------------------------------------
+// content
+
+func (d *data) latest(ns, id string) *pb.Content {
+	return d.content[ns][id]
+}
+
+// version finds one version of a content id, latest or superseded.
+func (d *data) version(ns, id string, v uint64) *pb.Content {
+	if c := d.content[ns][id]; c != nil && c.Version == v {
+		return c
+	}
+	for _, c := range d.old[ckey{ns, id}] {
+		if c.Version == v {
+			return c
+		}
+	}
+	return nil
+}
+
+// maxVersion is the highest version still stored for an id (0 = none).
+func (d *data) maxVersion(ns, id string) uint64 {
+	var m uint64
+	if c := d.content[ns][id]; c != nil {
+		m = c.Version
+	}
+	for _, c := range d.old[ckey{ns, id}] {
+		if c.Version > m {
+			m = c.Version
+		}
+	}
+	return m
+}
+
+// allVersions returns every stored version of an id, ascending.
+func (d *data) allVersions(ns, id string) []*pb.Content {
+	olds := d.old[ckey{ns, id}]
+	out := make([]*pb.Content, 0, len(olds)+1)
+	out = append(out, olds...)
+	if c := d.content[ns][id]; c != nil {
+		out = append(out, c)
+	}
+	return out
+}
+
+// maxStored is the highest stored version of an id (nil = none). Its
+// parent_id is the one the children index records for the id.
+func (d *data) maxStored(ns, id string) *pb.Content {
+	if c := d.content[ns][id]; c != nil {
+		return c
+	}
+	if olds := d.old[ckey{ns, id}]; len(olds) > 0 {
+		return olds[len(olds)-1]
+	}
+	return nil
+}
+
+// addLatest stores c (Latest=true, a version above every stored one) as the
+// new latest version. demoted, if non-nil, is the previous latest re-issued
+// with Latest=false and moves to the superseded versions.
+func (d *data) addLatest(c, demoted *pb.Content) {
+	ns, id := c.Namespace, c.Id
+	k := ckey{ns, id}
+	prev := d.maxStored(ns, id)
+	if demoted != nil {
+		d.old[k] = append(append([]*pb.Content(nil), d.old[k]...), demoted)
+	}
+	m := d.content[ns]
+	if m == nil {
+		m = map[string]*pb.Content{}
+		d.content[ns] = m
+	}
+	m[id] = c
+	d.relinkParent(ns, id, prev, c)
+	d.offsets[ns] = append(d.offsets[ns], offsetRef{c.ChangeOffset, id})
+}
+
+// relinkParent keeps the children index pointing from the parent of the
+// highest stored version to the id, after that version changed from before
+// to after (either may be nil).
+func (d *data) relinkParent(ns, id string, before, after *pb.Content) {
+	bp, ap := "", ""
+	if before != nil {
+		bp = before.ParentId
+	}
+	if after != nil {
+		ap = after.ParentId
+	}
+	if before != nil && after != nil && bp == ap {
+		return
+	}
+	if bp != "" {
+		d.removeChild(ckey{ns, bp}, id)
+	}
+	if ap != "" {
+		pk := ckey{ns, ap}
+		d.children[pk] = append(d.children[pk], id)
+	}
+}
+
+// replaceContent swaps the stored message of c's version for c (labels,
+// features, tombstone updates). It reports false if the version is gone.
+func (d *data) replaceContent(c *pb.Content) bool {
+	if cur := d.content[c.Namespace][c.Id]; cur != nil && cur.Version == c.Version {
+		d.content[c.Namespace][c.Id] = c
+		return true
+	}
+	k := ckey{c.Namespace, c.Id}
+	olds := d.old[k]
+	for i, o := range olds {
+		if o.Version == c.Version {
+			nw := append([]*pb.Content(nil), olds...)
+			nw[i] = c
+			d.old[k] = nw
+			return true
+		}
+	}
+	return false
+}
+
+// purgeVersion removes one stored version (and the terminal tasks that ran
+// on it) so garbage-collected content stops costing memory.
+func (d *data) purgeVersion(ns, id string, v uint64) bool {
+	k := ckey{ns, id}
+	before := d.maxStored(ns, id)
+	removed := false
+	if c := d.content[ns][id]; c != nil && c.Version == v {
+		delete(d.content[ns], id)
+		if len(d.content[ns]) == 0 {
+			delete(d.content, ns)
+		}
+		removed = true
+	} else {
+		olds := d.old[k]
+		for i, o := range olds {
+			if o.Version == v {
+				nw := append(append([]*pb.Content(nil), olds[:i]...), olds[i+1:]...)
+				if len(nw) == 0 {
+					delete(d.old, k)
+				} else {
+					d.old[k] = nw
+				}
+				removed = true
+				break
+			}
+		}
+	}
+	if !removed {
+		return false
+	}
+	d.relinkParent(ns, id, before, d.maxStored(ns, id))
+	// Terminal tasks of that version go too; unfinished ones stay visible
+	// so nobody loses track of running work.
+	var keep []string
+	for _, tid := range d.tasksByContent[k] {
+		t := d.tasks[tid]
+		if t == nil {
+			continue
+		}
+		if t.ContentVersion == v && !unfinished(t) {
+			d.deleteTask(t)
+			continue
+		}
+		keep = append(keep, tid)
+	}
+	if len(keep) == 0 {
+		delete(d.tasksByContent, k)
+	} else {
+		d.tasksByContent[k] = keep
+	}
+	d.maybeCompactOffsets(ns)
+	return true
+}
+
+func (d *data) removeChild(pk ckey, id string) {
+	kids := d.children[pk]
+	for i, k := range kids {
+		if k == id {
+			nw := append(append([]string(nil), kids[:i]...), kids[i+1:]...)
+			if len(nw) == 0 {
+				delete(d.children, pk)
+			} else {
+				d.children[pk] = nw
+			}
+			return
+		}
+	}
+}
+
+// maybeCompactOffsets drops stale offset refs once they dominate, keeping the
+// index proportional to live content.
+func (d *data) maybeCompactOffsets(ns string) {
+	refs := d.offsets[ns]
+	if len(refs) < 1024 || len(refs) < 2*len(d.content[ns]) {
+		return
+	}
+	d.rebuildOffsets(ns)
+}
+
+func (d *data) rebuildOffsets(ns string) {
+	m := d.content[ns]
+	refs := make([]offsetRef, 0, len(m))
+	for id, c := range m {
+		refs = append(refs, offsetRef{c.ChangeOffset, id})
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].offset < refs[j].offset })
+	if len(refs) == 0 {
+		delete(d.offsets, ns)
+		return
+	}
+	d.offsets[ns] = refs
+}
+
+// ---------------------------------------------------------------------------
+// tasks
+
+func unfinished(t *pb.Task) bool { return t.Outcome == pb.TaskOutcome_TASK_OUTCOME_UNKNOWN }
+
+func (d *data) statsFor(t *pb.Task) *taskStats {
+	k := polKey{t.Namespace, t.GraphName, t.PolicyName}
+	s := d.stats[k]
+	if s == nil {
+		s = &taskStats{}
+		d.stats[k] = s
+	}
+	return s
+}
+
+func (d *data) countTask(t *pb.Task, delta int) {
+	s := d.statsFor(t)
+	var p *uint64
+	switch t.Outcome {
+	case pb.TaskOutcome_TASK_OUTCOME_SUCCESS:
+		p = &s.success
+	case pb.TaskOutcome_TASK_OUTCOME_FAILED:
+		p = &s.failure
+	default:
+		p = &s.pending
+	}
+	if delta > 0 {
+		*p++
+	} else {
+		*p--
+	}
+	if s.pending == 0 && s.success == 0 && s.failure == 0 {
+		delete(d.stats, polKey{t.Namespace, t.GraphName, t.PolicyName})
+	}
+}
+
+// unindexTask removes t's contribution to the status indexes.
+func (d *data) unindexTask(t *pb.Task) {
+	d.countTask(t, -1)
+	if unfinished(t) {
+		if t.ExecutorId == "" {
+			delete(d.pending, t.Id)
+		} else if set := d.tasksByExec[t.ExecutorId]; set != nil {
+			delete(set, t.Id)
+			if len(set) == 0 {
+				delete(d.tasksByExec, t.ExecutorId)
+			}
+		}
+	}
+}
+
+func (d *data) indexTask(t *pb.Task) {
+	d.countTask(t, +1)
+	if unfinished(t) {
+		if t.ExecutorId == "" {
+			d.pending[t.Id] = struct{}{}
+		} else {
+			set := d.tasksByExec[t.ExecutorId]
+			if set == nil {
+				set = map[string]struct{}{}
+				d.tasksByExec[t.ExecutorId] = set
+			}
+			set[t.Id] = struct{}{}
+		}
+	}
+}
+
+// putTask inserts or replaces a task (a new message; the old one stays
+// untouched for readers that hold it).
+func (d *data) putTask(t *pb.Task) {
+	if prev := d.tasks[t.Id]; prev != nil {
+		d.unindexTask(prev)
+	} else {
+		k := ckey{t.Namespace, t.ContentId}
+		d.tasksByContent[k] = append(d.tasksByContent[k], t.Id)
+	}
+	d.tasks[t.Id] = t
+	d.indexTask(t)
+}
+
+// deleteTask removes a task from the task map and status indexes; the caller
+// fixes tasksByContent.
+func (d *data) deleteTask(t *pb.Task) {
+	d.unindexTask(t)
+	delete(d.tasks, t.Id)
+}
+
+// ---------------------------------------------------------------------------
+// state changes
+
+func isContentChange(t pb.ChangeType) bool {
+	return t == pb.ChangeType_CHANGE_TYPE_NEW_CONTENT || t == pb.ChangeType_CHANGE_TYPE_CONTENT_UPDATED
+}
+
+func (d *data) addChange(typ pb.ChangeType, ns, object, detail string, ts int64) {
+	d.changeSeq++
+	c := &pb.StateChange{Id: d.changeSeq, ObjectId: object, Type: typ, CreatedAt: ts, Namespace: ns, Detail: detail}
+	d.insertChange(c)
+}
+
+func (d *data) insertChange(c *pb.StateChange) {
+	d.changes[c.Id] = c
+	d.changeOrder = append(d.changeOrder, c.Id)
+	if isContentChange(c.Type) {
+		d.changedContent[ckey{c.Namespace, c.ObjectId}]++
+	}
+}
+
+func (d *data) markProcessed(id uint64) {
+	c := d.changes[id]
+	if c == nil {
+		return
+	}
+	delete(d.changes, id)
+	if isContentChange(c.Type) {
+		k := ckey{c.Namespace, c.ObjectId}
+		if d.changedContent[k] <= 1 {
+			delete(d.changedContent, k)
+		} else {
+			d.changedContent[k]--
+		}
+	}
+	// Compact the order slice once it is mostly processed ids.
+	if len(d.changeOrder) > 64 && len(d.changeOrder) > 2*len(d.changes) {
+		nw := make([]uint64, 0, len(d.changes))
+		for _, cid := range d.changeOrder {
+			if _, ok := d.changes[cid]; ok {
+				nw = append(nw, cid)
+			}
+		}
+		d.changeOrder = nw
+	}
+}
+
+// ---------------------------------------------------------------------------
+// executors and request ids
+
+// rebuildExtractors recomputes the extractor union. When executors disagree
+// about one extractor's description, the one of the smallest executor id
+// wins, so every replica picks the same.
+func (d *data) rebuildExtractors() {
+	ids := make([]string, 0, len(d.executors))
+	for id := range d.executors {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	m := map[string]*pb.ExtractorDescription{}
+	for _, id := range ids {
+		for _, x := range d.executors[id].Extractors {
+			if _, ok := m[x.Name]; !ok {
+				m[x.Name] = x
+			}
+		}
+	}
+	d.extractors = m
+}
+
+// maxRequestIDs bounds the request-id memory (FIFO eviction).
+const maxRequestIDs = 65536
+
+func (d *data) rememberRequest(id string, r *pb.CommandResult) {
+	if _, ok := d.requests[id]; ok {
+		return
+	}
+	d.requests[id] = r
+	d.requestOrder = append(d.requestOrder, id)
+	for len(d.requestOrder) > maxRequestIDs {
+		delete(d.requests, d.requestOrder[0])
+		d.requestOrder = d.requestOrder[1:]
+	}
+}

@@ -1,0 +1,157 @@
+package state
+
+// Input validation shared by the FSM operations. Everything here is a pure
+// function of its arguments (plus a cache of compiled schemas, whose results
+// depend only on the schema text), so every replica reaches the same verdict.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+const (
+	codeOK       = pb.ErrorCode_ERROR_CODE_OK
+	codeInvalid  = pb.ErrorCode_ERROR_CODE_INVALID
+	codeNotFound = pb.ErrorCode_ERROR_CODE_NOT_FOUND
+	codeExists   = pb.ErrorCode_ERROR_CODE_ALREADY_EXISTS
+	codeConflict = pb.ErrorCode_ERROR_CODE_CONFLICT
+)
+
+// ValidName checks namespace, graph, policy and extractor names:
+// [A-Za-z0-9][A-Za-z0-9_.-]{0,127}.
+func ValidName(s string) error {
+	if s == "" {
+		return fmt.Errorf("name is empty")
+	}
+	if len(s) > 128 {
+		return fmt.Errorf("name %.20q... is longer than 128 characters", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if alnum || (i > 0 && (c == '_' || c == '.' || c == '-')) {
+			continue
+		}
+		return fmt.Errorf("name %q: only letters, digits, '_', '.', '-' allowed, starting with a letter or digit", s)
+	}
+	return nil
+}
+
+// ValidContentID checks content ids: 1..128 characters, no '/', no "..",
+// no control characters or whitespace (ids appear in URLs and blob paths).
+func ValidContentID(s string) error {
+	if s == "" {
+		return fmt.Errorf("content id is empty")
+	}
+	if len(s) > 128 {
+		return fmt.Errorf("content id %.20q... is longer than 128 characters", s)
+	}
+	if strings.Contains(s, "/") || strings.Contains(s, "..") {
+		return fmt.Errorf("content id %q must not contain '/' or '..'", s)
+	}
+	for _, r := range s {
+		if r == 0xFFFD || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("content id %q contains whitespace, control or invalid characters", s)
+		}
+	}
+	return nil
+}
+
+// validLabels requires non-empty keys and JSON values (the model stores label
+// values as JSON text; see internal/labels).
+func validLabels(m map[string]string) error {
+	for k, v := range m {
+		if k == "" {
+			return fmt.Errorf("label with empty key")
+		}
+		if !json.Valid([]byte(v)) {
+			return fmt.Errorf("label %q: value %q is not JSON text (quote strings: \"\\\"text\\\"\")", k, v)
+		}
+	}
+	return nil
+}
+
+// schemaCache compiles extractor input-parameter schemas once per distinct
+// schema text. The FSM applies commands on one goroutine, but tests and
+// future callers may validate concurrently, hence the mutex.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[string]schemaEntry
+}
+
+type schemaEntry struct {
+	s   *jsonschema.Schema
+	err error
+}
+
+// noLoader refuses to fetch any referenced schema: validation must not
+// depend on the network or the file system, or replicas could disagree.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema references %q: external references are not allowed", url)
+}
+
+func (c *schemaCache) get(text string) (*jsonschema.Schema, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[text]; ok {
+		return e.s, e.err
+	}
+	s, err := compileSchema(text)
+	if c.m == nil {
+		c.m = map[string]schemaEntry{}
+	}
+	if len(c.m) > 4096 { // bound memory if executors keep changing schemas
+		c.m = map[string]schemaEntry{}
+	}
+	c.m[text] = schemaEntry{s, err}
+	return s, err
+}
+
+func compileSchema(text string) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not JSON: %v", err)
+	}
+	comp := jsonschema.NewCompiler()
+	comp.UseLoader(noLoader{})
+	const loc = "mem:///input_params.json"
+	if err := comp.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	return comp.Compile(loc)
+}
+
+// validateParams checks params (JSON text, "" = {}) against an extractor's
+// schema text ("" = anything). The returned error text is user-facing.
+func (c *schemaCache) validateParams(schemaText, params string) error {
+	if strings.TrimSpace(params) == "" {
+		params = "{}"
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(params))
+	if err != nil {
+		return fmt.Errorf("input_params is not valid JSON: %v", err)
+	}
+	if _, ok := inst.(map[string]any); !ok {
+		return fmt.Errorf("input_params must be a JSON object")
+	}
+	if strings.TrimSpace(schemaText) == "" {
+		return nil
+	}
+	s, err := c.get(schemaText)
+	if err != nil {
+		return fmt.Errorf("extractor input schema is invalid: %v", err)
+	}
+	if err := s.Validate(inst); err != nil {
+		return fmt.Errorf("input_params do not match the extractor's schema: %v", err)
+	}
+	return nil
+}
