@@ -1,0 +1,163 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Error codes of the JSON error body. Clients of the original API only read
+// the status and the text; the code lets newer clients branch reliably.
+const (
+	codeInvalidArgument  = "invalid_argument"
+	codeInvalidJSON      = "invalid_json"
+	codeInvalidYAML      = "invalid_yaml"
+	codeInvalidID        = "invalid_id"
+	codeInvalidFilter    = "invalid_label_filter"
+	codeInvalidMultipart = "invalid_multipart"
+	codeMissingFile      = "missing_file"
+	codeRemoteFetch      = "remote_fetch_failed"
+	codeNotFound         = "not_found"
+	codeRouteNotFound    = "route_not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeAlreadyExists    = "already_exists"
+	codeConflict         = "conflict"
+	codeTooLarge         = "payload_too_large"
+	codeUnavailable      = "unavailable"
+	codeDeadline         = "deadline_exceeded"
+	codeCancelled        = "cancelled"
+	codeInternal         = "internal"
+)
+
+// statusClientClosed is nginx's convention for "client went away"; nobody
+// reads it, but it keeps such requests out of the 5xx statistics.
+const statusClientClosed = 499
+
+// errorBody is the one error shape of the whole API.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// apiError is an error with its HTTP status and code decided.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(code, format string, args ...any) *apiError {
+	return newError(http.StatusBadRequest, code, format, args...)
+}
+
+func notFound(format string, args ...any) *apiError {
+	return newError(http.StatusNotFound, codeNotFound, format, args...)
+}
+
+func tooLarge(limit int64) *apiError {
+	return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "request body exceeds the limit of %d bytes", limit)
+}
+
+// toAPIError classifies any error returned by a handler: our own apiErrors,
+// gRPC statuses from the coordinator, and context errors.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge(mbe.Limit)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return fromStatus(st)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return newError(http.StatusGatewayTimeout, codeDeadline, "deadline exceeded: %v", err)
+	case errors.Is(err, context.Canceled):
+		return newError(statusClientClosed, codeCancelled, "request cancelled")
+	}
+	return newError(http.StatusInternalServerError, codeInternal, "internal error: %v", err)
+}
+
+// fromStatus maps coordinator gRPC codes to HTTP. The coordinator's message
+// already names the problem (e.g. `namespace "x" not found`), so it is kept.
+func fromStatus(st *status.Status) *apiError {
+	msg := st.Message()
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return newError(http.StatusBadRequest, codeInvalidArgument, "%s", msg)
+	case codes.NotFound:
+		return newError(http.StatusNotFound, codeNotFound, "%s", msg)
+	case codes.AlreadyExists:
+		return newError(http.StatusConflict, codeAlreadyExists, "%s", msg)
+	case codes.FailedPrecondition, codes.Aborted:
+		return newError(http.StatusConflict, codeConflict, "%s", msg)
+	case codes.Unavailable:
+		return newError(http.StatusServiceUnavailable, codeUnavailable, "coordinator unavailable: %s", msg)
+	case codes.DeadlineExceeded:
+		return newError(http.StatusGatewayTimeout, codeDeadline, "coordinator deadline exceeded: %s", msg)
+	case codes.Canceled:
+		return newError(statusClientClosed, codeCancelled, "request cancelled")
+	}
+	return newError(http.StatusInternalServerError, codeInternal, "coordinator error (%s): %s", st.Code(), msg)
+}
+
+// writeError writes the JSON error body. Server-side failures are logged;
+// user mistakes are not (they would drown the log).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := toAPIError(err)
+	if ae.status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
+	} else {
+		s.log.Debug("request rejected", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", ae.msg)
+	}
+	writeJSON(w, ae.status, errorBody{Error: ae.msg, Code: ae.code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.Encode(v) // a write error means the client left; nothing to do
+}
+
+// jsonErrorWriter converts the plain-text 404/405 answers of http.ServeMux
+// into the API's JSON error shape, so every error looks the same.
+type jsonErrorWriter struct {
+	http.ResponseWriter
+	swallow bool
+}
+
+func (j *jsonErrorWriter) WriteHeader(code int) {
+	if code < 400 {
+		j.ResponseWriter.WriteHeader(code)
+		return
+	}
+	j.swallow = true
+	body := errorBody{Error: "no such route", Code: codeRouteNotFound}
+	if code == http.StatusMethodNotAllowed {
+		body = errorBody{Error: "method not allowed for this route", Code: codeMethodNotAllowed}
+	}
+	j.Header().Del("X-Content-Type-Options")
+	writeJSON(j.ResponseWriter, code, body)
+}
+
+func (j *jsonErrorWriter) Write(b []byte) (int, error) {
+	if j.swallow {
+		return len(b), nil
+	}
+	return j.ResponseWriter.Write(b)
+}

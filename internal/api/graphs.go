@@ -1,0 +1,297 @@
+package api
+
+// Namespaces, extractors, extraction graphs, links and analytics.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListNamespacesResponse, error) {
+		return s.cfg.Coordinator.ListNamespaces(ctx, &pb.ListNamespacesRequest{})
+	})
+	if err != nil {
+		return err
+	}
+	out := make([]namespaceJSON, 0, len(resp.GetNamespaces()))
+	for _, n := range resp.GetNamespaces() {
+		out = append(out, namespaceJSON{Name: n.GetName(), CreatedAt: unixSeconds(n.GetCreatedAt())})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespaces": out})
+	return nil
+}
+
+// createNamespace accepts the original body {"name", "extraction_graphs",
+// "labels"}; graphs given inline are created after the namespace.
+func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Name             string            `json:"name"`
+		ExtractionGraphs []json.RawMessage `json:"extraction_graphs"`
+		Labels           map[string]any    `json:"labels"`
+	}
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := validateID("namespace name", req.Name); err != nil {
+		return err
+	}
+	// Parse every graph before creating anything, so a bad graph spec does
+	// not leave a half-created namespace behind.
+	graphs := make([]*pb.ExtractionGraph, 0, len(req.ExtractionGraphs))
+	for _, raw := range req.ExtractionGraphs {
+		spec, err := parseGraphSpec(raw, "application/json")
+		if err != nil {
+			return err
+		}
+		g, err := spec.toGraphProto(req.Name)
+		if err != nil {
+			return err
+		}
+		graphs = append(graphs, g)
+	}
+	reqID := newRequestID()
+	if _, err := call(r.Context(), s, func(ctx context.Context) (*pb.CreateNamespaceResponse, error) {
+		return s.cfg.Coordinator.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: req.Name, RequestId: reqID})
+	}); err != nil {
+		return err
+	}
+	for _, g := range graphs {
+		if _, err := s.createGraphRPC(r.Context(), g); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespace": namespaceJSON{Name: req.Name}})
+	return nil
+}
+
+func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) error {
+	ns := r.PathValue("ns")
+	if err := validateID("namespace", ns); err != nil {
+		return err
+	}
+	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListNamespacesResponse, error) {
+		return s.cfg.Coordinator.ListNamespaces(ctx, &pb.ListNamespacesRequest{})
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range resp.GetNamespaces() {
+		if n.GetName() == ns {
+			writeJSON(w, http.StatusOK, map[string]any{"namespace": namespaceJSON{Name: n.GetName(), CreatedAt: unixSeconds(n.GetCreatedAt())}})
+			return nil
+		}
+	}
+	return notFound("namespace %q not found", ns)
+}
+
+func (s *Server) listExtractors(w http.ResponseWriter, r *http.Request) error {
+	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListExtractorsResponse, error) {
+		return s.cfg.Coordinator.ListExtractors(ctx, &pb.ListExtractorsRequest{})
+	})
+	if err != nil {
+		return err
+	}
+	out := make([]extractorJSON, 0, len(resp.GetExtractors()))
+	for _, e := range resp.GetExtractors() {
+		out = append(out, toExtractorJSON(e))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"extractors": out})
+	return nil
+}
+
+func (s *Server) listGraphs(w http.ResponseWriter, r *http.Request) error {
+	ns := r.PathValue("ns")
+	if err := validateID("namespace", ns); err != nil {
+		return err
+	}
+	graphs, err := s.graphs(r.Context(), ns)
+	if err != nil {
+		return err
+	}
+	out := make([]graphJSON, 0, len(graphs))
+	for _, g := range graphs {
+		out = append(out, toGraphJSON(g))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"extraction_graphs": out})
+	return nil
+}
+
+func (s *Server) graphs(ctx context.Context, ns string) ([]*pb.ExtractionGraph, error) {
+	resp, err := call(ctx, s, func(ctx context.Context) (*pb.ListExtractionGraphsResponse, error) {
+		return s.cfg.Coordinator.ListExtractionGraphs(ctx, &pb.ListExtractionGraphsRequest{Namespace: ns})
+	})
+	return resp.GetGraphs(), err
+}
+
+// findGraph returns the graph or a 404 naming it.
+func (s *Server) findGraph(ctx context.Context, ns, name string) (*pb.ExtractionGraph, error) {
+	graphs, err := s.graphs(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range graphs {
+		if g.GetName() == name {
+			return g, nil
+		}
+	}
+	return nil, notFound("extraction graph %q not found in namespace %q", name, ns)
+}
+
+// requirePolicy answers 404 unless the graph has the policy. The
+// coordinator's list/watch calls filter by policy name and would silently
+// return nothing for a typo.
+func (s *Server) requirePolicy(ctx context.Context, ns, graph, policy string) error {
+	g, err := s.findGraph(ctx, ns, graph)
+	if err != nil {
+		return err
+	}
+	for _, p := range g.GetPolicies() {
+		if p.GetName() == policy {
+			return nil
+		}
+	}
+	return notFound("extraction policy %q not found in graph %q", policy, graph)
+}
+
+func (s *Server) createGraph(w http.ResponseWriter, r *http.Request) error {
+	ns := r.PathValue("ns")
+	if err := validateID("namespace", ns); err != nil {
+		return err
+	}
+	body, err := readBody(w, r, maxJSONBody)
+	if err != nil {
+		return err
+	}
+	spec, err := parseGraphSpec(body, r.Header.Get("Content-Type"))
+	if err != nil {
+		return err
+	}
+	g, err := spec.toGraphProto(ns)
+	if err != nil {
+		return err
+	}
+	stored, err := s.createGraphRPC(r.Context(), g)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toGraphJSON(stored))
+	return nil
+}
+
+func (s *Server) createGraphRPC(ctx context.Context, g *pb.ExtractionGraph) (*pb.ExtractionGraph, error) {
+	reqID := newRequestID()
+	resp, err := call(ctx, s, func(ctx context.Context) (*pb.CreateExtractionGraphResponse, error) {
+		return s.cfg.Coordinator.CreateExtractionGraph(ctx, &pb.CreateExtractionGraphRequest{Graph: g, RequestId: reqID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetGraph() != nil {
+		return resp.GetGraph(), nil
+	}
+	return g, nil
+}
+
+func (s *Server) getGraph(w http.ResponseWriter, r *http.Request) error {
+	ns, graph := r.PathValue("ns"), r.PathValue("graph")
+	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+		return err
+	}
+	g, err := s.findGraph(r.Context(), ns, graph)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toGraphJSON(g))
+	return nil
+}
+
+func (s *Server) deleteGraph(w http.ResponseWriter, r *http.Request) error {
+	ns, graph := r.PathValue("ns"), r.PathValue("graph")
+	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+		return err
+	}
+	reqID := newRequestID()
+	if _, err := call(r.Context(), s, func(ctx context.Context) (*pb.DeleteExtractionGraphResponse, error) {
+		return s.cfg.Coordinator.DeleteExtractionGraph(ctx, &pb.DeleteExtractionGraphRequest{Namespace: ns, Name: graph, RequestId: reqID})
+	}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+	return nil
+}
+
+func (s *Server) listLinks(w http.ResponseWriter, r *http.Request) error {
+	ns, graph := r.PathValue("ns"), r.PathValue("graph")
+	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+		return err
+	}
+	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListGraphLinksResponse, error) {
+		return s.cfg.Coordinator.ListGraphLinks(ctx, &pb.ListGraphLinksRequest{Namespace: ns, GraphName: graph})
+	})
+	if err != nil {
+		return err
+	}
+	out := make([]linkJSON, 0, len(resp.GetLinks()))
+	for _, l := range resp.GetLinks() {
+		out = append(out, linkJSON{GraphName: l.GetGraphName(), ContentSource: l.GetContentSource(), LinkedGraphName: l.GetLinkedGraphName()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"links": out})
+	return nil
+}
+
+func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
+	ns, graph := r.PathValue("ns"), r.PathValue("graph")
+	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+		return err
+	}
+	var req linkJSON
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := validateID("linked_graph_name", req.LinkedGraphName); err != nil {
+		return err
+	}
+	if req.ContentSource != "" {
+		if err := validateID("content_source", req.ContentSource); err != nil {
+			return err
+		}
+	}
+	link := &pb.GraphLink{Namespace: ns, GraphName: graph, ContentSource: req.ContentSource, LinkedGraphName: req.LinkedGraphName}
+	reqID := newRequestID()
+	if _, err := call(r.Context(), s, func(ctx context.Context) (*pb.CreateGraphLinkResponse, error) {
+		return s.cfg.Coordinator.CreateGraphLink(ctx, &pb.CreateGraphLinkRequest{Link: link, RequestId: reqID})
+	}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, linkJSON{GraphName: graph, ContentSource: req.ContentSource, LinkedGraphName: req.LinkedGraphName})
+	return nil
+}
+
+type analyticsJSON struct {
+	Pending uint64 `json:"pending"`
+	Success uint64 `json:"success"`
+	Failure uint64 `json:"failure"`
+}
+
+func (s *Server) analytics(w http.ResponseWriter, r *http.Request) error {
+	ns, graph := r.PathValue("ns"), r.PathValue("graph")
+	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+		return err
+	}
+	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.GetAnalyticsResponse, error) {
+		return s.cfg.Coordinator.GetAnalytics(ctx, &pb.GetAnalyticsRequest{Namespace: ns, GraphName: graph})
+	})
+	if err != nil {
+		return err
+	}
+	out := make(map[string]analyticsJSON, len(resp.GetPolicies()))
+	for _, p := range resp.GetPolicies() {
+		out[p.GetPolicy()] = analyticsJSON{Pending: p.GetPending(), Success: p.GetSuccess(), Failure: p.GetFailure()}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_analytics": out})
+	return nil
+}

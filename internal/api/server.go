@@ -1,0 +1,280 @@
+// Package api is the HTTP API server: the original Indexify routes for users
+// and the result upload route for executors. It keeps no state of its own:
+// metadata goes to the coordinator over gRPC, bytes go to a blob.Store.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/indexify-go/indexify/internal/blob"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultAddr               = ":8900"
+	DefaultMaxUploadBytes     = 1 << 30
+	DefaultRequestTimeout     = 30 * time.Second
+	DefaultGCInterval         = 2 * time.Second
+	DefaultRemoteFetchTimeout = 5 * time.Minute
+	DefaultNamespace          = "default"
+	shutdownGrace             = 15 * time.Second
+)
+
+// Config configures a Server. Blob and Coordinator are required.
+type Config struct {
+	Addr           string // listen address for Run (default ":8900")
+	MaxUploadBytes int64  // per uploaded file (default 1 GiB)
+	Blob           blob.Store
+	Coordinator    pb.CoordinatorServiceClient
+	Logger         *slog.Logger
+	// RequestTimeout bounds each coordinator call, including its retries
+	// while the coordinator is unavailable (default 30s).
+	RequestTimeout time.Duration
+	// GCInterval is the blob garbage collection period (default 2s; < 0
+	// disables the GC worker, e.g. when another API server does GC).
+	GCInterval time.Duration
+	// RemoteFetchTimeout bounds ingest_remote_file downloads (default 5m).
+	RemoteFetchTimeout time.Duration
+	// HTTPClient fetches remote files (default: a client with
+	// RemoteFetchTimeout that follows at most 5 http(s) redirects).
+	HTTPClient *http.Client
+}
+
+// Server is the HTTP API server.
+type Server struct {
+	cfg          Config
+	log          *slog.Logger
+	mux          *http.ServeMux
+	handler      http.Handler
+	stopping     chan struct{} // closed when graceful shutdown starts
+	stoppingOnce sync.Once
+}
+
+// New builds a server; zero Config fields get their defaults.
+func New(cfg Config) *Server {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.GCInterval == 0 {
+		cfg.GCInterval = DefaultGCInterval
+	}
+	if cfg.RemoteFetchTimeout <= 0 {
+		cfg.RemoteFetchTimeout = DefaultRemoteFetchTimeout
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: cfg.RemoteFetchTimeout, CheckRedirect: checkRedirect}
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "api"),
+		mux:      http.NewServeMux(),
+		stopping: make(chan struct{}),
+	}
+	s.routes()
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	return s
+}
+
+func (s *Server) routes() {
+	h := func(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
+		s.mux.Handle(pattern, s.wrap(fn))
+	}
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("Indexify Server"))
+	})
+
+	h("GET /namespaces", s.listNamespaces)
+	h("POST /namespaces", s.createNamespace)
+	h("GET /namespaces/{ns}", s.getNamespace)
+	h("GET /extractors", s.listExtractors)
+
+	const graph = "/namespaces/{ns}/extraction_graphs/{graph}"
+	h("GET /namespaces/{ns}/extraction_graphs", s.listGraphs)
+	h("POST /namespaces/{ns}/extraction_graphs", s.createGraph)
+	h("GET "+graph, s.getGraph)
+	h("DELETE "+graph, s.deleteGraph)
+	h("GET "+graph+"/links", s.listLinks)
+	h("POST "+graph+"/links", s.createLink)
+	h("GET "+graph+"/analytics", s.analytics)
+	h("POST "+graph+"/extract", s.uploadFile)
+	h("GET "+graph+"/content", s.listContent)
+	h("GET "+graph+"/content/{id}/extraction_policies/{policy}", s.contentTree)
+	h("GET "+graph+"/extraction_policies/{policy}/tasks", s.listTasks)
+	h("GET "+graph+"/extraction_policies/{policy}/content/stream", s.streamContent)
+
+	const content = "/namespaces/{ns}/content/{id}"
+	h("POST /namespaces/{ns}/ingest_remote_file", s.ingestRemoteFile)
+	h("DELETE /namespaces/{ns}/content", s.deleteContent)
+	h("PUT "+content, s.updateContent)
+	h("GET "+content+"/metadata", s.contentMetadata)
+	h("GET "+content+"/download", s.downloadContent)
+	h("PUT "+content+"/labels", s.updateLabels)
+	h("GET "+content+"/wait", s.waitContent)
+
+	h("POST /internal/executors/{executor_id}/tasks/{task_id}/result", s.taskResult)
+}
+
+// wrap turns a handler returning an error into an http.Handler writing the
+// JSON error shape.
+func (s *Server) wrap(fn func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// Handler returns the HTTP handler of all routes.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error", Code: codeInternal})
+		}
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: let the mux decide between 404, 405 and redirects, but
+		// answer errors in our JSON shape.
+		s.mux.ServeHTTP(&jsonErrorWriter{ResponseWriter: w}, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Run listens on Config.Addr and serves until ctx is done, then shuts down
+// gracefully. It also runs the blob GC worker.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("api: listen %s: %w", s.cfg.Addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is Run on an existing listener (which it closes).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler: s.handler,
+		// No WriteTimeout: downloads, uploads, /wait and event streams are
+		// legitimately long. Header reads are bounded against slowloris.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	// Long-lived handlers (event streams, /wait) end when shutdown starts;
+	// otherwise Shutdown would wait for them until its grace period ends.
+	srv.RegisterOnShutdown(func() { s.stoppingOnce.Do(func() { close(s.stopping) }) })
+
+	gcCtx, gcCancel := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		s.runGC(gcCtx)
+	}()
+	defer func() {
+		gcCancel()
+		<-gcDone
+	}()
+
+	s.log.Info("api server listening", "addr", ln.Addr().String())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("api: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(shCtx)
+	if err != nil {
+		srv.Close()
+	}
+	if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("api: serve: %w", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	s.log.Info("api server stopped")
+	return nil
+}
+
+// EnsureDefaultNamespace creates the "default" namespace, retrying until it
+// exists or ctx is done (the coordinator may still be electing a leader).
+func (s *Server) EnsureDefaultNamespace(ctx context.Context) error {
+	reqID := newRequestID()
+	backoff := 50 * time.Millisecond
+	for {
+		_, err := call(ctx, s, func(ctx context.Context) (*pb.CreateNamespaceResponse, error) {
+			return s.cfg.Coordinator.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: DefaultNamespace, RequestId: reqID})
+		})
+		if err == nil || status.Code(err) == codes.AlreadyExists {
+			return nil
+		}
+		s.log.Warn("creating default namespace failed; retrying", "err", err, "backoff", backoff)
+		if !sleepCtx(ctx, backoff) {
+			return fmt.Errorf("api: create default namespace: %w (last error: %v)", ctx.Err(), err)
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// call runs one coordinator RPC bounded by RequestTimeout, retrying while
+// the coordinator answers Unavailable (no leader yet, node restarting).
+// Writes carry a request id chosen once by the caller, so retrying a write
+// that did apply is answered from the coordinator's dedup table.
+func call[T any](ctx context.Context, s *Server, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	backoff := 25 * time.Millisecond
+	for {
+		v, err := fn(ctx)
+		if err == nil || status.Code(err) != codes.Unavailable {
+			return v, err
+		}
+		if !sleepCtx(ctx, backoff) {
+			return v, err
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
