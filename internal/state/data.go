@@ -475,3 +475,18 @@ func (d *data) rememberRequest(id string, r *pb.CommandResult) {
 		d.requestOrder = d.requestOrder[1:]
 	}
 }
+
+// cloneTask copies a task for modification but keeps sharing its (immutable)
+// content message: a deep copy on every status change would duplicate the
+// content metadata per task. TestCloneTaskCopiesEveryField guards against
+// fields added to the proto later.
+func cloneTask(t *pb.Task) *pb.Task {
+	return &pb.Task{
+		Id: t.Id, Extractor: t.Extractor, PolicyName: t.PolicyName, GraphName: t.GraphName,
+		Namespace: t.Namespace, ContentId: t.ContentId, ContentVersion: t.ContentVersion,
+		Content: t.Content, InputParamsJson: t.InputParamsJson, Outcome: t.Outcome,
+		CreatedAt: t.CreatedAt, Attempts: t.Attempts, NotBefore: t.NotBefore,
+		ExecutorId: t.ExecutorId, LastError: t.LastError, CompletedAt: t.CompletedAt,
+		AssignedIndex: t.AssignedIndex,
+	}
+}

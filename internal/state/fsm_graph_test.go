@@ -116,8 +116,8 @@ func TestGraphLinks(t *testing.T) {
 	if got := h.store().Links("ns", ""); len(got) != 2 {
 		t.Fatalf("all links = %v", got)
 	}
-	h.fail(cInvalid, link("g3", "", "g"))   // g -> g2 -> g3 -> g
-	h.fail(cInvalid, link("g", "", "g"))    // self
+	h.fail(cInvalid, link("g3", "", "g")) // g -> g2 -> g3 -> g
+	h.fail(cInvalid, link("g", "", "g"))  // self
 	h.fail(cInvalid, link("g", "nope", "g3"))
 	h.fail(cNotFound, link("zz", "", "g3"))
 	h.fail(cNotFound, link("g", "", "zz"))

@@ -227,7 +227,7 @@ func (o *opCtx) tombstoneOne(v *pb.Content) {
 
 // failTask makes an unfinished task terminally FAILED and unassigned.
 func (o *opCtx) failTask(t *pb.Task, reason string) {
-	nt := proto.Clone(t).(*pb.Task)
+	nt := cloneTask(t)
 	nt.Outcome = pb.TaskOutcome_TASK_OUTCOME_FAILED
 	nt.LastError = reason
 	nt.ExecutorId = ""

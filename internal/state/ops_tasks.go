@@ -84,7 +84,7 @@ func (o *opCtx) removeExecutor(c *pb.RemoveExecutorCmd) *Error {
 // assign points an unfinished task at an executor ("" = back to pending) and
 // records the log index as the assignment's fencing token.
 func (o *opCtx) assign(t *pb.Task, executor string) {
-	nt := proto.Clone(t).(*pb.Task)
+	nt := cloneTask(t)
 	nt.ExecutorId = executor
 	nt.AssignedIndex = o.index
 	o.d.putTask(nt)
@@ -185,7 +185,7 @@ func (o *opCtx) completeTask(c *pb.CompleteTaskCmd) *Error {
 	if err := validFeatures(c.Features); err != nil {
 		return err
 	}
-	nt := proto.Clone(t).(*pb.Task)
+	nt := cloneTask(t)
 	nt.Attempts++
 	if c.Outcome == pb.TaskOutcome_TASK_OUTCOME_FAILED {
 		nt.LastError = c.Error
@@ -214,6 +214,11 @@ func (o *opCtx) completeTask(c *pb.CompleteTaskCmd) *Error {
 			}
 			nc.PolicyCompletionTimes[t.PolicyName] = o.ts
 			d.replaceContent(nc)
+			if nt.Content == v {
+				// Keep sharing one message per version instead of pinning
+				// the superseded copy in memory for every finished task.
+				nt.Content = nc
+			}
 		}
 	}
 	nt.CompletedAt = o.ts

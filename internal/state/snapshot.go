@@ -205,7 +205,7 @@ func (ss *storeSnapshot) write(w io.Writer) error {
 		if ss.sharedContent[i] {
 			// Written without the content copy; Restore points it at the
 			// stored version again, keeping one message per version.
-			slim := proto.Clone(t).(*pb.Task)
+			slim := cloneTask(t)
 			slim.Content = nil
 			rw.msg(recTaskShared, slim)
 			continue
