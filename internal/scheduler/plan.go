@@ -1,0 +1,312 @@
+package scheduler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/indexify-go/indexify/internal/labels"
+	"github.com/indexify-go/indexify/internal/state"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+	"google.golang.org/protobuf/proto"
+)
+
+// GCTaskID is the deterministic id of the blob deletion for one content
+// version, so the same version is never queued twice under different ids.
+func GCTaskID(namespace, contentID string, version uint64) string {
+	return hashID(fmt.Sprintf("gc/%s/%s/%d", namespace, contentID, version))
+}
+
+func hashID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:24]
+}
+
+// Plan processes up to cfg.BatchChanges unprocessed state changes (in id
+// order) and allocates pending tasks whose backoff expired at now. It returns
+// one command carrying every decision, or nil when there is nothing to do.
+// Plan only reads the store; calling it twice on the same state yields equal
+// commands.
+func Plan(s *state.Store, now time.Time, cfg Config) *pb.SchedulerUpdateCmd {
+	cfg = cfg.withDefaults()
+	p := &planner{
+		s:           s,
+		nowMs:       now.UnixMilli(),
+		cmd:         &pb.SchedulerUpdateCmd{SchedulerNode: cfg.NodeID, Term: cfg.Term},
+		newTasks:    map[string]*pb.Task{},
+		byContent:   map[string][]*pb.Task{},
+		gcIDs:       map[string]bool{},
+		tombstoned:  map[string]bool{},
+		filterCache: map[string]filterEntry{},
+		unplanned:   map[string]int{},
+	}
+	changes := s.UnprocessedChanges(cfg.BatchChanges)
+	for _, ch := range changes {
+		if isContentChange(ch.GetType()) {
+			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]++
+		}
+	}
+	for _, ch := range changes {
+		if isContentChange(ch.GetType()) {
+			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]--
+		}
+		p.process(ch)
+		p.cmd.ProcessedChangeIds = append(p.cmd.ProcessedChangeIds, ch.GetId())
+	}
+	p.allocate()
+	c := p.cmd
+	if len(c.ProcessedChangeIds) == 0 && len(c.NewTasks) == 0 && len(c.Assignments) == 0 &&
+		len(c.NewGcTasks) == 0 && len(c.TombstoneContentIds) == 0 {
+		return nil
+	}
+	return c
+}
+
+// planner holds one pass's decisions; decisions made earlier in the pass are
+// visible to later changes of the same pass through these overlays, because
+// the store only sees them once the command is applied.
+type planner struct {
+	s     *state.Store
+	nowMs int64
+	cmd   *pb.SchedulerUpdateCmd
+	// unplanned counts, per "ns/content_id", the content changes of this
+	// batch not processed yet: such content may still get tasks.
+	unplanned map[string]int
+
+	newTasks    map[string]*pb.Task   // by task id
+	byContent   map[string][]*pb.Task // new tasks by "ns/content_id"
+	gcIDs       map[string]bool
+	tombstoned  map[string]bool // state.VersionRef
+	filterCache map[string]filterEntry
+}
+
+type filterEntry struct {
+	f   labels.Filter
+	err error
+}
+
+func (p *planner) process(ch *pb.StateChange) {
+	switch ch.GetType() {
+	case pb.ChangeType_CHANGE_TYPE_NEW_CONTENT, pb.ChangeType_CHANGE_TYPE_CONTENT_UPDATED:
+		p.planContent(ch.GetNamespace(), ch.GetObjectId(), "")
+	case pb.ChangeType_CHANGE_TYPE_ADD_GRAPH_TO_CONTENT:
+		p.planContent(ch.GetNamespace(), ch.GetObjectId(), ch.GetDetail())
+	case pb.ChangeType_CHANGE_TYPE_TASK_COMPLETED:
+		if t, ok := p.s.Task(ch.GetObjectId()); ok {
+			root := t.GetContent().GetRootContentId()
+			if root == "" {
+				root = t.GetContentId()
+			}
+			p.maybeSupersede(t.GetNamespace(), root)
+		}
+	case pb.ChangeType_CHANGE_TYPE_TOMBSTONE_CONTENT_TREE:
+		p.collectDeleted(ch.GetNamespace(), ch.GetObjectId())
+	default:
+		// EXECUTOR_ADDED/REMOVED and EXTRACTION_GRAPH_DELETED need no
+		// per-change work: allocation below runs on every pass anyway.
+	}
+}
+
+// planContent creates the tasks the latest live version of a content id
+// needs. onlyGraph restricts planning to one graph ("" = all its graphs).
+func (p *planner) planContent(ns, id, onlyGraph string) {
+	c, ok := p.s.Content(ns, id)
+	if !ok || c.GetTombstoned() {
+		return
+	}
+	graphs := c.GetGraphNames()
+	if onlyGraph != "" {
+		graphs = []string{onlyGraph}
+	}
+	visited := map[string]bool{}
+	for _, g := range graphs {
+		if visited[g] {
+			continue
+		}
+		visited[g] = true
+		if graph, ok := p.s.Graph(ns, g); ok {
+			for _, pol := range graph.GetPolicies() {
+				if sourceMatches(pol.GetContentSource(), c.GetSource()) {
+					p.consider(g, pol, c)
+				}
+			}
+		}
+		p.followLinks(ns, g, c.GetSource(), c, visited)
+	}
+	// Content that got no task (a new version no policy matches, or a leaf
+	// of the tree) has no completion that would trigger supersession, so
+	// check right away.
+	root := c.GetRootContentId()
+	if isRoot(c) {
+		root = c.GetId()
+	}
+	p.maybeSupersede(ns, root)
+}
+
+// followLinks feeds c to the root policies of every graph linked from graph g
+// for c's source. Content fed to a linked graph counts as that graph's
+// ingested content, so links are followed transitively (cycles are rejected
+// when links are created; visited guards anyway).
+func (p *planner) followLinks(ns, g, source string, c *pb.Content, visited map[string]bool) {
+	for _, l := range p.s.Links(ns, g) {
+		if l.GetGraphName() != g || !sourceMatches(l.GetContentSource(), source) {
+			continue
+		}
+		target := l.GetLinkedGraphName()
+		if visited[target] {
+			continue
+		}
+		visited[target] = true
+		if graph, ok := p.s.Graph(ns, target); ok {
+			for _, pol := range graph.GetPolicies() {
+				if pol.GetContentSource() == "" {
+					p.consider(target, pol, c)
+				}
+			}
+		}
+		p.followLinks(ns, target, state.SourceIngestion, c, visited)
+	}
+}
+
+// sourceMatches reports whether a policy (or link) reading from want accepts
+// content produced by source.
+func sourceMatches(want, source string) bool {
+	if want == "" {
+		return source == state.SourceIngestion || source == ""
+	}
+	return want == source
+}
+
+func isContentChange(t pb.ChangeType) bool {
+	return t == pb.ChangeType_CHANGE_TYPE_NEW_CONTENT || t == pb.ChangeType_CHANGE_TYPE_CONTENT_UPDATED ||
+		t == pb.ChangeType_CHANGE_TYPE_ADD_GRAPH_TO_CONTENT
+}
+
+func isRoot(c *pb.Content) bool {
+	return c.GetRootContentId() == "" || c.GetRootContentId() == c.GetId()
+}
+
+// consider creates the task of policy pol (in graph) for content c when the
+// label filter and the extractor's mime types accept c and the task does not
+// exist yet.
+func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content) {
+	ns := c.GetNamespace()
+	id := state.TaskID(ns, graph, pol.GetName(), c.GetId(), c.GetVersion())
+	if _, ok := p.newTasks[id]; ok {
+		return
+	}
+	if _, ok := p.s.Task(id); ok {
+		return
+	}
+	if !p.filterMatches(ns, graph, pol, c.GetLabels()) {
+		return
+	}
+	// An extractor no executor currently offers has no known mime types;
+	// the task is still created so it runs once such an executor registers.
+	if ex, ok := p.s.Extractor(pol.GetExtractor()); ok && !MimeAccepted(ex.GetInputMimeTypes(), c.GetMimeType()) {
+		return
+	}
+	input := proto.Clone(c).(*pb.Content)
+	// Features can be large (embeddings) and an extractor never needs the
+	// features of its input; keeping them out keeps Raft entries small.
+	input.Features = nil
+	t := &pb.Task{
+		Id:              id,
+		Extractor:       pol.GetExtractor(),
+		PolicyName:      pol.GetName(),
+		GraphName:       graph,
+		Namespace:       ns,
+		ContentId:       c.GetId(),
+		ContentVersion:  c.GetVersion(),
+		Content:         input,
+		InputParamsJson: pol.GetInputParamsJson(),
+		CreatedAt:       p.nowMs,
+	}
+	p.newTasks[id] = t
+	key := ns + "/" + c.GetId()
+	p.byContent[key] = append(p.byContent[key], t)
+	p.cmd.NewTasks = append(p.cmd.NewTasks, t)
+}
+
+// filterMatches evaluates the policy's label filter (parsed once per pass).
+// A filter that does not parse (validation should have rejected it) matches
+// nothing rather than everything, so a bad filter never floods executors.
+func (p *planner) filterMatches(ns, graph string, pol *pb.ExtractionPolicy, lbls map[string]string) bool {
+	key := ns + "/" + graph + "/" + pol.GetName()
+	e, ok := p.filterCache[key]
+	if !ok {
+		e.f, e.err = labels.Parse(pol.GetFilter())
+		p.filterCache[key] = e
+	}
+	return e.err == nil && e.f.Match(lbls)
+}
+
+// MimeAccepted reports whether an extractor accepting accepted takes content
+// of type mime. An empty list or "*/*" accepts everything, "type/*" a whole
+// top-level type; parameters such as "; charset=utf-8" are ignored.
+func MimeAccepted(accepted []string, mime string) bool {
+	if len(accepted) == 0 {
+		return true
+	}
+	m := baseMime(mime)
+	for _, a := range accepted {
+		a = baseMime(a)
+		switch {
+		case a == "*/*" || a == "*":
+			return true
+		case strings.HasSuffix(a, "/*"):
+			if strings.HasPrefix(m, a[:len(a)-1]) {
+				return true
+			}
+		case a == m:
+			return true
+		}
+	}
+	return false
+}
+
+func baseMime(s string) string {
+	if i := strings.IndexByte(s, ';'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(s))
+}
+
+// allocate assigns pending tasks (stored ones whose backoff expired, then
+// this pass's new ones) to executors.
+func (p *planner) allocate() {
+	executors := p.s.Executors()
+	if len(executors) == 0 {
+		return
+	}
+	load := p.s.UnfinishedTaskCounts()
+	offered := map[string]bool{} // extractors some executor with room offers
+	for _, e := range executors {
+		n := load[e.GetId()]
+		if e.GetMaxPendingTasks() == 0 || n < int(e.GetMaxPendingTasks()) {
+			for _, d := range e.GetExtractors() {
+				offered[d.GetName()] = true
+			}
+		}
+	}
+	if len(offered) == 0 {
+		return // every executor is full: skip reading the pending set
+	}
+	var tasks []*pb.Task
+	for _, t := range p.s.PendingTasks() {
+		if t.GetNotBefore() <= p.nowMs && t.GetExecutorId() == "" &&
+			t.GetOutcome() == pb.TaskOutcome_TASK_OUTCOME_UNKNOWN && offered[t.GetExtractor()] {
+			tasks = append(tasks, t)
+		}
+	}
+	// PendingTasks is oldest first, so a backlog drains in arrival order;
+	// this pass's tasks are the newest.
+	for _, t := range p.cmd.NewTasks {
+		if offered[t.GetExtractor()] {
+			tasks = append(tasks, t)
+		}
+	}
+	p.cmd.Assignments = Allocate(tasks, executors, load)
+}
