@@ -1,0 +1,318 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+// recentLimit bounds the memory of finished assignments kept for dedupe.
+const recentLimit = 4096
+
+// taskKey identifies one assignment of a task. Retries and reassignments of
+// the same task id carry a new assigned_index (and attempts), so they are
+// new work; the same key again is a duplicate push (e.g. after a reconnect).
+type taskKey struct {
+	id       string
+	assigned uint64
+	attempts uint32
+}
+
+func keyOf(t *pb.Task) taskKey {
+	return taskKey{id: t.GetId(), assigned: t.GetAssignedIndex(), attempts: t.GetAttempts()}
+}
+
+type taskEntry struct {
+	task      *pb.Task
+	ctx       context.Context
+	cancel    context.CancelFunc
+	running   bool
+	cancelled bool // the coordinator took the task away: do not upload
+}
+
+// Run registers with the coordinators and processes tasks until ctx is done.
+// It reconnects with capped exponential backoff whenever the heartbeat
+// stream breaks (node death, leader change, network); queued and running
+// tasks carry on meanwhile. It returns nil after ctx is cancelled, once every
+// worker stopped.
+func (e *Executor) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return errors.New("executor: Run called twice")
+	}
+	e.running = true
+	e.mu.Unlock()
+
+	e.log.Info("executor starting", "coordinators", e.cfg.Coordinators, "api_server", e.api,
+		"extractors", len(e.reg.GetExtractors()), "concurrency", e.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for range e.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.worker(ctx)
+		}()
+	}
+
+	backoff := e.cfg.ReconnectBackoff
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := e.session(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		// A stream that stayed up for a while was healthy: start the
+		// next reconnect from the shortest delay again.
+		if time.Since(start) >= e.cfg.MaxReconnectBackoff {
+			backoff = e.cfg.ReconnectBackoff
+		}
+		e.log.Warn("heartbeat stream ended; reconnecting", "err", err, "in", backoff)
+		// Jitter spreads the reconnects of many executors after a
+		// coordinator dies.
+		delay := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		backoff = min(backoff*2, e.cfg.MaxReconnectBackoff)
+	}
+
+	e.mu.Lock()
+	for _, t := range e.tasks {
+		t.cancel()
+	}
+	e.mu.Unlock()
+	wg.Wait()
+	e.log.Info("executor stopped")
+	return nil
+}
+
+// session runs one heartbeat stream until it breaks or ctx ends.
+func (e *Executor) session(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := e.client.Heartbeat(sctx)
+	if err != nil {
+		return err
+	}
+	// The first message carries the whole registration, so every
+	// (re)connect re-registers: the coordinator may have removed us while
+	// we were away.
+	first := e.heartbeat()
+	first.Executor = e.reg
+	if err := stream.Send(first); err != nil {
+		return recvErr(stream, err)
+	}
+	e.mu.Lock()
+	e.stats.Connects++
+	e.mu.Unlock()
+	e.log.Info("heartbeat stream open")
+
+	sendErr := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(e.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := stream.Send(e.heartbeat()); err != nil {
+				sendErr <- err
+				cancel() // unblocks Recv below
+				return
+			}
+		}
+	}()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			select {
+			case serr := <-sendErr:
+				if !errors.Is(serr, io.EOF) {
+					return serr
+				}
+			default:
+			}
+			if errors.Is(err, io.EOF) {
+				return errors.New("coordinator closed the stream")
+			}
+			return err
+		}
+		e.handle(resp)
+	}
+}
+
+// recvErr extracts the real error after a failed Send: gRPC reports io.EOF
+// from Send and the status from Recv.
+func recvErr(stream pb.CoordinatorService_HeartbeatClient, sendErr error) error {
+	if errors.Is(sendErr, io.EOF) {
+		if _, err := stream.Recv(); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+	}
+	return sendErr
+}
+
+func (e *Executor) heartbeat() *pb.HeartbeatRequest {
+	return &pb.HeartbeatRequest{
+		ExecutorId:      e.cfg.ID,
+		PendingTasks:    uint32(e.Pending()),
+		MaxPendingTasks: uint32(e.cfg.MaxPendingTasks),
+	}
+}
+
+// handle applies one coordinator message: cancellations first, then new
+// tasks.
+func (e *Executor) handle(resp *pb.HeartbeatResponse) {
+	for _, id := range resp.GetCancelledTaskIds() {
+		e.cancelTask(id)
+	}
+	for _, t := range resp.GetTasks() {
+		e.enqueue(t)
+	}
+}
+
+// enqueue queues a task unless the same assignment is queued, running or
+// recently finished.
+func (e *Executor) enqueue(t *pb.Task) {
+	if t.GetId() == "" {
+		e.log.Warn("ignoring task without id")
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running {
+		return
+	}
+	if cur, ok := e.tasks[t.GetId()]; ok && !cur.cancelled {
+		e.log.Debug("task already queued or running", "task", t.GetId())
+		return
+	}
+	if _, ok := e.recent[keyOf(t)]; ok {
+		e.log.Debug("task assignment already finished", "task", t.GetId())
+		return
+	}
+	// A cancelled entry still winding down is replaced: the task came back
+	// to us under a new assignment and the old run will not upload.
+	ctx, cancel := context.WithCancel(context.Background())
+	ent := &taskEntry{task: t, ctx: ctx, cancel: cancel}
+	e.tasks[t.GetId()] = ent
+	e.queue = append(e.queue, ent)
+	e.log.Info("task received", "task", t.GetId(), "extractor", t.GetExtractor(), "content", t.GetContentId())
+	e.signal()
+}
+
+// signal wakes one idle worker (non-blocking: a pending signal suffices).
+func (e *Executor) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cancelTask stops a task the coordinator took away from this executor.
+func (e *Executor) cancelTask(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ent, ok := e.tasks[id]
+	if !ok {
+		return
+	}
+	e.log.Info("task cancelled by coordinator", "task", id, "running", ent.running)
+	ent.cancelled = true
+	ent.cancel()
+	if !ent.running {
+		delete(e.tasks, id)
+		for i, q := range e.queue {
+			if q == ent {
+				e.queue = append(e.queue[:i], e.queue[i+1:]...)
+				break
+			}
+		}
+		e.stats.Dropped++
+	}
+}
+
+// next pops the oldest queued task, or returns nil when ctx ends.
+func (e *Executor) next(ctx context.Context) *taskEntry {
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.mu.Lock()
+		if len(e.queue) > 0 {
+			ent := e.queue[0]
+			e.queue[0] = nil
+			e.queue = e.queue[1:]
+			ent.running = true
+			if len(e.queue) > 0 {
+				e.signal() // chain the wake-up to another idle worker
+			}
+			e.mu.Unlock()
+			return ent
+		}
+		e.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wake:
+		}
+	}
+}
+
+func (e *Executor) worker(ctx context.Context) {
+	for {
+		ent := e.next(ctx)
+		if ent == nil {
+			return
+		}
+		// The task also stops when the executor shuts down.
+		stop := context.AfterFunc(ctx, ent.cancel)
+		outcome := e.process(ent)
+		stop()
+		ent.cancel()
+		e.finish(ent, outcome)
+	}
+}
+
+// finish forgets a task and remembers its assignment as done when the
+// coordinator has its result (or refused it for good), so a duplicate push
+// is not run again. A task whose upload gave up is not remembered: a later
+// push (after a reconnect) runs it again.
+func (e *Executor) finish(ent *taskEntry, o finalOutcome) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id := ent.task.GetId()
+	if e.tasks[id] == ent {
+		delete(e.tasks, id)
+	}
+	switch o {
+	case uploadedSuccess:
+		e.stats.Succeeded++
+	case uploadedFailed:
+		e.stats.Failed++
+	default:
+		e.stats.Dropped++
+	}
+	if o == uploadGaveUp || o == abandoned {
+		return
+	}
+	k := keyOf(ent.task)
+	if _, ok := e.recent[k]; ok {
+		return
+	}
+	e.recent[k] = struct{}{}
+	e.order = append(e.order, k)
+	if len(e.order) > recentLimit {
+		delete(e.recent, e.order[0])
+		e.order = e.order[1:]
+	}
+}
