@@ -96,14 +96,14 @@ const ns = "default"
 
 // env is a coordinator state driven through the real FSM.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store *state.Store
 	app   *fsmApplier
 	clock *clock
 	cfg   Config
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	store := state.NewStore()
 	e := &env{
@@ -125,6 +125,8 @@ func (e *env) try(op any) *pb.CommandResult {
 	case *pb.Command_CreateNamespace:
 		cmd.Op = o
 	case *pb.Command_CreateGraph:
+		cmd.Op = o
+	case *pb.Command_DeleteGraph:
 		cmd.Op = o
 	case *pb.Command_CreateLink:
 		cmd.Op = o

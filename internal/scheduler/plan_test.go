@@ -478,3 +478,42 @@ func TestSupersessionWaitsForContentPlannedLaterInTheBatch(t *testing.T) {
 		t.Fatalf("v1 not tombstoned once everything finished: %v", cmd)
 	}
 }
+
+func TestSameBytesIntoAnotherGraphRunsThatGraph(t *testing.T) {
+	e := newEnv(t)
+	e.executor("a", 0, ext("embed"))
+	e.graph("g1", pol("p1", "embed", ""))
+	e.graph("g2", pol("p2", "embed", ""))
+	e.upload("doc", "text/plain", "same", nil, "g1")
+	e.plan()
+	if ref := e.upload("doc", "text/plain", "same", nil, "g2"); ref.GetCreated() {
+		t.Fatal("same bytes made a new version")
+	}
+	cmd := e.plan()
+	if len(cmd.GetNewTasks()) != 1 || cmd.GetNewTasks()[0].GetGraphName() != "g2" {
+		t.Fatalf("new tasks = %v, want one for g2", cmd.GetNewTasks())
+	}
+	got := e.taskKeys("doc")
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"g1/p1", "g2/p2"}) {
+		t.Fatalf("tasks = %v", got)
+	}
+}
+
+func TestGraphDeletionCollectsOrphanedContent(t *testing.T) {
+	e := newEnv(t)
+	e.executor("a", 0, ext("embed"))
+	e.graph("g", pol("p", "embed", ""))
+	e.graph("other", pol("q", "embed", ""))
+	e.upload("only-g", "text/plain", "h1", nil, "g")
+	e.upload("both", "text/plain", "h2", nil, "g", "other")
+	e.plan()
+	e.do(&pb.Command_DeleteGraph{DeleteGraph: &pb.DeleteExtractionGraphCmd{Namespace: ns, Name: "g"}})
+	e.plan()
+	if got := gcURLs(e.store); !slices.Equal(got, []string{"file:///blobs/only-g-h1"}) {
+		t.Fatalf("gc urls = %v, want only the content left without a graph", got)
+	}
+	if len(e.store.UnprocessedChanges(0)) != 0 {
+		t.Fatal("graph deletion changes left unprocessed")
+	}
+}
