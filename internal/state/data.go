@@ -6,6 +6,7 @@ package state
 
 import (
 	"sort"
+	"unique"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -488,5 +489,38 @@ func cloneTask(t *pb.Task) *pb.Task {
 		CreatedAt: t.CreatedAt, Attempts: t.Attempts, NotBefore: t.NotBefore,
 		ExecutorId: t.ExecutorId, LastError: t.LastError, CompletedAt: t.CompletedAt,
 		AssignedIndex: t.AssignedIndex,
+	}
+}
+
+// intern returns the canonical copy of a low-cardinality string (namespace,
+// graph, policy, extractor, mime type, source...). Decoded commands carry
+// fresh copies of these per item; with a million items the duplicates would
+// cost tens of megabytes.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+func internContent(c *pb.Content) {
+	c.Namespace = intern(c.Namespace)
+	c.MimeType = intern(c.MimeType)
+	c.Source = intern(c.Source)
+	for i, g := range c.GraphNames {
+		c.GraphNames[i] = intern(g)
+	}
+}
+
+// internTask interns a task's shared strings; content, when it is the stored
+// version, also lends its id string.
+func internTask(t *pb.Task) {
+	t.Namespace = intern(t.Namespace)
+	t.GraphName = intern(t.GraphName)
+	t.PolicyName = intern(t.PolicyName)
+	t.Extractor = intern(t.Extractor)
+	t.InputParamsJson = intern(t.InputParamsJson)
+	if t.Content != nil && t.Content.Id == t.ContentId {
+		t.ContentId = t.Content.Id
 	}
 }

@@ -102,12 +102,10 @@ func (o *opCtx) putNewContent(in *pb.Content) *pb.ContentRef {
 		return &pb.ContentRef{Id: id, Version: prev.Version}
 	}
 	c := proto.Clone(in).(*pb.Content)
-	if nsm := d.namespaces[ns]; nsm != nil {
-		c.Namespace = nsm.Name // share one string per namespace
-	}
 	if c.Source == "" {
 		c.Source = SourceIngestion
 	}
+	internContent(c)
 	c.RootContentId = id
 	if c.ParentId != "" {
 		if p := d.latest(ns, c.ParentId); p != nil {

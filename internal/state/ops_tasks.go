@@ -114,6 +114,7 @@ func (o *opCtx) schedulerUpdate(c *pb.SchedulerUpdateCmd) *Error {
 		if v := d.version(t.Namespace, t.ContentId, t.ContentVersion); v != nil {
 			t.Content = v
 		}
+		internTask(t)
 		d.putTask(t)
 	}
 	for _, a := range c.GetAssignments() {

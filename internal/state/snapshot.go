@@ -385,9 +385,7 @@ func (d *data) load(kind byte, payload []byte, shared *[]*pb.Task) error {
 		if err != nil {
 			return err
 		}
-		if n := d.namespaces[c.Namespace]; n != nil {
-			c.Namespace = n.Name
-		}
+		internContent(c)
 		if c.Latest {
 			if d.content[c.Namespace] == nil {
 				d.content[c.Namespace] = map[string]*pb.Content{}
@@ -471,6 +469,9 @@ func (d *data) finishLoad(shared []*pb.Task) {
 	}
 	for _, t := range shared {
 		t.Content = d.version(t.Namespace, t.ContentId, t.ContentVersion)
+	}
+	for _, t := range d.tasks {
+		internTask(t)
 	}
 	d.rebuildExtractors()
 }
