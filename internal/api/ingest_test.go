@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -158,9 +159,9 @@ func TestAmbiguousCreateContentFailure(t *testing.T) {
 	for _, applied := range []bool{false, true} {
 		t.Run(fmt.Sprint("applied=", applied), func(t *testing.T) {
 			e := newEnv(t)
-			var sent *pb.Content
+			var sent atomic.Pointer[pb.Content]
 			on(e.fake, "CreateContent", func(r *pb.CreateContentRequest) (*pb.CreateContentResponse, error) {
-				sent = r.GetContents()[0]
+				sent.Store(r.GetContents()[0])
 				return nil, status.Error(codes.Internal, "connection reset mid-write")
 			})
 			on(e.fake, "GetContent", func(r *pb.GetContentRequest) (*pb.GetContentResponse, error) {
@@ -170,7 +171,7 @@ func TestAmbiguousCreateContentFailure(t *testing.T) {
 				if !applied {
 					return nil, status.Error(codes.NotFound, "no such content")
 				}
-				return &pb.GetContentResponse{Contents: []*pb.Content{sent}}, nil
+				return &pb.GetContentResponse{Contents: []*pb.Content{sent.Load()}}, nil
 			})
 			r := e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/g/extract?id=x",
 				formPart{name: "file", filename: "a.txt", data: []byte("bytes")})

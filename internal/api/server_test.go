@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,10 +147,9 @@ func TestCoordinatorErrorMapping(t *testing.T) {
 
 func TestUnavailableIsRetriedWithSameRequestID(t *testing.T) {
 	e := newEnv(t)
-	n := 0
+	var n atomic.Int32
 	on(e.fake, "CreateNamespace", func(*pb.CreateNamespaceRequest) (*pb.CreateNamespaceResponse, error) {
-		n++ // calls are sequential: the server retries one at a time
-		if n < 3 {
+		if n.Add(1) < 3 {
 			return nil, status.Error(codes.Unavailable, "no leader")
 		}
 		return &pb.CreateNamespaceResponse{}, nil
@@ -176,10 +176,9 @@ func TestUnavailableIsRetriedWithSameRequestID(t *testing.T) {
 
 func TestEnsureDefaultNamespace(t *testing.T) {
 	e := newEnv(t)
-	n := 0
+	var n atomic.Int32
 	on(e.fake, "CreateNamespace", func(r *pb.CreateNamespaceRequest) (*pb.CreateNamespaceResponse, error) {
-		n++
-		switch n {
+		switch n.Add(1) {
 		case 1:
 			return nil, status.Error(codes.Internal, "not ready")
 		case 2:
