@@ -1,0 +1,364 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/state"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// ErrOutcomeUnknown: the leader lost leadership (or became unreachable) after
+// a write was sent, so it may or may not have been applied. Apply retries such
+// writes itself only when that is safe (a request id, or an idempotent
+// command); otherwise the caller gets this error.
+var ErrOutcomeUnknown = errors.New("cluster: write outcome unknown (leadership lost while applying)")
+
+// Metadata keys on ClusterService calls between nodes.
+const (
+	// forwardedKey marks a request already forwarded once: a node that
+	// receives it and is not the leader answers instead of forwarding again,
+	// so two nodes with stale leader views cannot bounce a request forever.
+	forwardedKey = "x-indexify-forwarded"
+	// readIndexKey on Status asks the leader for a verified read index
+	// (leadership confirmed by a heartbeat round) in commit_index.
+	readIndexKey = "x-indexify-read-index"
+)
+
+func forwardedCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+}
+
+func hasMeta(ctx context.Context, key string) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(key)) > 0
+}
+
+// peerClients caches one gRPC connection per peer address. Connections are
+// lazy; a DNS name is re-resolved by gRPC when its connection breaks.
+type peerClients struct {
+	mu     sync.Mutex
+	opts   []grpc.DialOption
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newPeerClients(opts []grpc.DialOption) *peerClients {
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return &peerClients{opts: opts, conns: map[string]*grpc.ClientConn{}}
+}
+
+func (p *peerClients) client(addr string) (pb.ClusterServiceClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrShuttingDown
+	}
+	cc, ok := p.conns[addr]
+	if !ok {
+		var err error
+		if cc, err = grpc.NewClient(addr, p.opts...); err != nil {
+			return nil, fmt.Errorf("cluster: dial %s: %w", addr, err)
+		}
+		p.conns[addr] = cc
+	}
+	return pb.NewClusterServiceClient(cc), nil
+}
+
+func (p *peerClients) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, cc := range p.conns {
+		cc.Close()
+	}
+	p.conns = nil
+}
+
+// leaderClient returns a client for the current leader (never this node).
+func (n *Node) leaderClient() (pb.ClusterServiceClient, string, error) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return nil, "", ErrNoLeader
+	}
+	if string(lid) == n.cfg.NodeID {
+		return nil, "", fmt.Errorf("%w: leadership is changing", ErrNoLeader)
+	}
+	addr := n.grpcAddrOf(string(lid))
+	if addr == "" {
+		return nil, "", fmt.Errorf("%w: gRPC address of leader %s not known yet", ErrNoLeader, lid)
+	}
+	cl, err := n.peers.client(addr)
+	return cl, string(lid), err
+}
+
+// idempotent commands may be re-applied safely, so Apply retries them even
+// when an earlier attempt's outcome is unknown.
+func idempotent(cmd *pb.Command) bool {
+	switch cmd.GetOp().(type) {
+	case *pb.Command_UpsertNode, *pb.Command_RemoveNode:
+		return true
+	}
+	return false
+}
+
+// Apply commits cmd through Raft and returns the FSM's result. It sets
+// cmd.Timestamp (unix ms) when zero. On a follower it forwards to the leader
+// over ClusterService.Apply. It retries while there is no leader, leadership
+// moves, or the leader is unreachable, until ctx ends; a retry after an
+// unknown outcome happens only for commands with a request id (the FSM
+// returns the first result for a repeated id) or idempotent commands.
+// Apply returns once the leader applied the command; this node's own Store
+// may trail (use WaitApplied(result.Index) or a LINEARIZABLE ReadBarrier for
+// read-your-writes on a follower).
+func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	if cmd == nil || cmd.Op == nil {
+		return nil, state.Errorf(pb.ErrorCode_ERROR_CODE_INVALID, "cluster: command has no operation")
+	}
+	if cmd.Timestamp == 0 {
+		cmd.Timestamp = time.Now().UnixMilli()
+	}
+	retrySafe := cmd.RequestId != "" || idempotent(cmd)
+	var data []byte
+	bo := newBackoff(n.cfg.ElectionTimeout/20, n.cfg.ElectionTimeout/2)
+	for {
+		if n.shuttingDown.Load() {
+			return nil, ErrShuttingDown
+		}
+		var res *pb.CommandResult
+		var err error
+		var retry bool
+		if n.raft.State() == raft.Leader {
+			if data == nil {
+				if data, err = state.EncodeCommand(cmd); err != nil {
+					return nil, err
+				}
+			}
+			res, err, retry = n.applyLocal(ctx, data, retrySafe)
+		} else {
+			res, err, retry = n.forwardApply(ctx, cmd, retrySafe)
+		}
+		if err == nil {
+			return res, nil
+		}
+		if !retry {
+			return nil, err
+		}
+		if !bo.wait(ctx) {
+			return nil, fmt.Errorf("cluster: apply: %w (last error: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// applyLocal proposes an encoded command on this (leader) node. retry reports
+// whether trying again (at whichever node is leader then) is safe.
+func (n *Node) applyLocal(ctx context.Context, data []byte, retrySafe bool) (res *pb.CommandResult, err error, retry bool) {
+	f := n.raft.Apply(data, n.cfg.ElectionTimeout)
+	if err := waitFuture(ctx, f); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("cluster: apply: %w", err), false
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+			errors.Is(err, raft.ErrEnqueueTimeout):
+			// Never appended to the log: always safe to retry.
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err), true
+		case errors.Is(err, raft.ErrLeadershipLost):
+			return nil, fmt.Errorf("%w: %v", ErrOutcomeUnknown, err), retrySafe
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, ErrShuttingDown, false
+		default:
+			return nil, fmt.Errorf("cluster: apply: %w", err), false
+		}
+	}
+	switch r := f.Response().(type) {
+	case *pb.CommandResult:
+		return r, nil, false
+	case error:
+		return nil, r, false
+	default:
+		return nil, fmt.Errorf("cluster: FSM returned %T, want *CommandResult", r), false
+	}
+}
+
+// forwardApply sends cmd to the leader once.
+func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool) (*pb.CommandResult, error, bool) {
+	cl, lid, err := n.leaderClient()
+	if err != nil {
+		return nil, err, !errors.Is(err, ErrShuttingDown)
+	}
+	actx, cancel := context.WithTimeout(forwardedCtx(ctx), n.rpcTimeout())
+	defer cancel()
+	resp, err := cl.Apply(actx, &pb.ApplyRequest{Command: cmd})
+	if err == nil {
+		if resp.GetResult() == nil {
+			return nil, fmt.Errorf("cluster: leader %s returned no result", lid), false
+		}
+		return resp.Result, nil, false
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("cluster: apply via leader %s: %w", lid, ctx.Err()), false
+	}
+	switch status.Code(err) {
+	case codes.FailedPrecondition:
+		// The leader refused before proposing (not leader / shutting down).
+		return nil, fmt.Errorf("%w: %s", ErrNotLeader, status.Convert(err).Message()), true
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Canceled:
+		// Unreachable leader or lost leadership mid-write: outcome unknown.
+		return nil, fmt.Errorf("%w: leader %s: %v", ErrOutcomeUnknown, lid, err), retrySafe
+	case codes.InvalidArgument:
+		return nil, state.Errorf(pb.ErrorCode_ERROR_CODE_INVALID, "%s", status.Convert(err).Message()), false
+	default:
+		return nil, fmt.Errorf("cluster: apply via leader %s: %w", lid, err), false
+	}
+}
+
+// ReadBarrier makes a local Store read meet the requested consistency:
+//   - STALE: always allowed.
+//   - DEFAULT: allowed on the leader, or on a follower that heard from a leader
+//     within 2*ElectionTimeout; else ErrStaleRead.
+//   - LINEARIZABLE: ReadIndex. The leader (after its term's barrier) takes its
+//     commit index, confirms leadership with a heartbeat round (VerifyLeader),
+//     and this node waits until its FSM applied that index. A follower asks
+//     the leader for that index (Status with a read-index marker), so the
+//     read is still served locally and needs no log write.
+func (n *Node) ReadBarrier(ctx context.Context, level pb.ReadConsistency) error {
+	switch level {
+	case pb.ReadConsistency_READ_CONSISTENCY_STALE:
+		return nil
+	case pb.ReadConsistency_READ_CONSISTENCY_DEFAULT:
+		if n.raft.State() == raft.Leader {
+			return nil
+		}
+		if _, lid := n.raft.LeaderWithID(); lid == "" {
+			return fmt.Errorf("%w: %w", ErrStaleRead, ErrNoLeader)
+		}
+		if time.Since(n.raft.LastContact()) > 2*n.cfg.ElectionTimeout {
+			return ErrStaleRead
+		}
+		return nil
+	case pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE:
+		return n.linearizable(ctx)
+	default:
+		return state.Errorf(pb.ErrorCode_ERROR_CODE_INVALID, "unknown read consistency %d", level)
+	}
+}
+
+func (n *Node) linearizable(ctx context.Context) error {
+	bo := newBackoff(n.cfg.ElectionTimeout/20, n.cfg.ElectionTimeout/2)
+	for {
+		if n.shuttingDown.Load() {
+			return ErrShuttingDown
+		}
+		var idx uint64
+		var err error
+		if n.raft.State() == raft.Leader {
+			idx, err = n.leaderReadIndex(ctx)
+		} else {
+			idx, err = n.remoteReadIndex(ctx)
+		}
+		if err == nil {
+			return n.WaitApplied(ctx, idx)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("cluster: linearizable read: %w (last error: %w)", ctx.Err(), err)
+		}
+		if !bo.wait(ctx) {
+			return fmt.Errorf("cluster: linearizable read: %w (last error: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// leaderReadIndex returns a commit index that covers every write
+// acknowledged before the call, after confirming this node is still leader.
+func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
+	term := n.raft.CurrentTerm()
+	// Until the barrier of this term committed, the commit index may not yet
+	// cover entries committed by earlier leaders.
+	if n.leaderReadyTerm.Load() != term {
+		return 0, fmt.Errorf("%w: leader of term %d not ready", ErrNoLeader, term)
+	}
+	idx := n.raft.CommitIndex()
+	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	if n.raft.CurrentTerm() != term {
+		return 0, fmt.Errorf("%w: term changed", ErrNotLeader)
+	}
+	return idx, nil
+}
+
+func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
+	cl, lid, err := n.leaderClient()
+	if err != nil {
+		return 0, err
+	}
+	actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(forwardedCtx(ctx), readIndexKey, "1"), n.rpcTimeout())
+	defer cancel()
+	resp, err := cl.Status(actx, &pb.StatusRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("cluster: read index from leader %s: %w", lid, err)
+	}
+	return resp.CommitIndex, nil
+}
+
+// WaitApplied blocks until this node's Store reflects every log entry up to
+// index (or ctx ends).
+//
+// Raft's AppliedIndex only says an entry was handed to the FSM goroutine, and
+// the Store's AppliedIndex only moves for commands (not for no-op, barrier or
+// configuration entries), so we look up the last command at or before index
+// in the log and wait for the Store to reach it.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	store := n.fsm.Store()
+	wait := 2 * time.Millisecond
+	for {
+		watch := store.Watch()
+		if n.raft.AppliedIndex() >= index && store.AppliedIndex() >= n.lastCommandAtOrBefore(index) {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-watch:
+		case <-t.C:
+			wait = min(2*wait, 50*time.Millisecond)
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("cluster: wait for index %d: %w", index, ctx.Err())
+		case <-n.closed:
+			t.Stop()
+			return ErrShuttingDown
+		}
+		t.Stop()
+	}
+}
+
+// lastCommandAtOrBefore returns the index of the last command entry <= index
+// still in the log, or 0 when there is none there (entries compacted away are
+// covered by a snapshot of this node's FSM, hence already applied).
+func (n *Node) lastCommandAtOrBefore(index uint64) uint64 {
+	first, err := n.logs.FirstIndex()
+	if err != nil || first == 0 {
+		return 0
+	}
+	var l raft.Log
+	for i := index; i >= first && i > 0; i-- {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return 0
+		}
+		if l.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return 0
+}

@@ -1,0 +1,516 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/indexify-go/indexify/internal/state"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+// Node is one coordinator's Raft member.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	fsm       *state.FSM
+	raft      *raft.Raft
+	bolt      *raftboltdb.BoltStore
+	logs      raft.LogStore
+	snaps     *raft.FileSnapshotStore
+	stream    *streamLayer
+	advertise string       // Raft address as stored in the configuration
+	targets   []joinTarget // parsed cfg.Join
+	static    []voter      // static-list bootstrap voters (nil: not static mode)
+	peers     *peerClients
+	idPath    string
+	ap        *autopilot
+
+	notifyCh chan bool     // raft leadership notifications (blocking, ordered)
+	closed   chan struct{} // closed once Shutdown finished
+
+	mu        sync.Mutex
+	clusterID string
+	leaderFns []func(ctx context.Context, term uint64)
+	started   bool
+	isLeader  bool // last leadership notification
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	session   *leaderSession
+
+	membershipMu    sync.Mutex    // serialises configuration changes made by this leader
+	leaderReadyTerm atomic.Uint64 // term whose leader barrier completed (0: not ready)
+	shuttingDown    atomic.Bool
+	bootstraps      atomic.Int32 // BootstrapCluster calls that succeeded in this process
+	discoverRounds  atomic.Int32 // completed discovery rounds (tests observe progress)
+	bg              sync.WaitGroup
+	shutdownOnce    sync.Once
+	shutdownErr     error
+}
+
+// New opens the Raft stores and transport and starts Raft. It never
+// bootstraps: Start decides that.
+func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
+	if fsm == nil {
+		return nil, errors.New("cluster: nil FSM")
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	targets, err := parseJoins(cfg.Join)
+	if err != nil {
+		return nil, err
+	}
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(raftDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	idPath := filepath.Join(cfg.DataDir, "node.json")
+	ident, err := loadIdentity(idPath, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	hlog := newHCLogger(cfg.Logger)
+
+	n = &Node{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "cluster", "node", cfg.NodeID),
+		fsm:       fsm,
+		targets:   targets,
+		idPath:    idPath,
+		clusterID: ident.ClusterID,
+		notifyCh:  make(chan bool, 8),
+		closed:    make(chan struct{}),
+		peers:     newPeerClients(cfg.DialOptions),
+	}
+	n.ap = newAutopilot(n)
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+
+	n.stream, err = newStreamLayer(cfg.RaftBind, cfg.RaftAdvertise)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.stream.Close)
+	n.advertise = n.stream.advertise.String()
+	if n.static, err = staticVoters(cfg.NodeID, n.advertise, cfg.BootstrapExpect, targets); err != nil {
+		return nil, err
+	}
+
+	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open raft log: %w", err)
+	}
+	closers = append(closers, n.bolt.Close)
+	if n.logs, err = raft.NewLogCache(512, n.bolt); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog); err != nil {
+		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  n.stream,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hlog,
+	})
+	closers = append(closers, trans.Close)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = cfg.ElectionTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
+	rc.CommitTimeout = 50 * time.Millisecond
+	rc.NotifyCh = n.notifyCh
+	// A removed server stays up: it may be re-added by Join (autopilot removed
+	// it while it was partitioned), and Leave shuts down explicitly.
+	rc.ShutdownOnRemove = false
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("cluster: raft config: %w", err)
+	}
+	// The consumer must run before Raft can win an election: Raft blocks on
+	// NotifyCh (that is why we use it: no leadership transition is lost).
+	go n.watchLeadership()
+	closers = append(closers, func() error { close(n.closed); return nil })
+
+	n.raft, err = raft.NewRaft(rc, fsm, n.logs, n.bolt, n.snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+	n.log.Info("raft started", "raft_addr", n.advertise, "has_state", n.hasState(),
+		"cluster_id", ident.ClusterID, "static_voters", len(n.static))
+	return n, nil
+}
+
+// Start runs the discovery/bootstrap/join loop and the housekeeping that
+// keeps this node's address and NodeInfo current, until ctx ends or Shutdown.
+// Leadership hooks registered with RunWhileLeader start from here on.
+func (n *Node) Start(ctx context.Context) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started || n.shuttingDown.Load() {
+		return
+	}
+	n.started = true
+	n.runCtx, n.runCancel = context.WithCancel(ctx)
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		n.maintain(n.runCtx)
+	}()
+	if n.isLeader {
+		n.startSessionLocked()
+	}
+}
+
+// Raft exposes the underlying Raft instance (metrics, operator tooling).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// ID is this node's Raft server id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// RaftAddr is the Raft address this node advertises.
+func (n *Node) RaftAddr() string { return n.advertise }
+
+// ClusterID returns the persisted cluster id ("" until known).
+func (n *Node) ClusterID() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clusterID
+}
+
+// IsLeader reports whether this node is the Raft leader right now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and gRPC address ("" when unknown).
+func (n *Node) Leader() (id, grpcAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	return string(lid), n.grpcAddrOf(string(lid))
+}
+
+// Live reports whether the local process is healthy: Raft is running. It does
+// not depend on a quorum (a quorum-dependent liveness probe kills pods before
+// a leader can be elected).
+func (n *Node) Live() bool {
+	select {
+	case <-n.closed:
+		return false
+	default:
+	}
+	return n.raft.State() != raft.Shutdown
+}
+
+// readyLag is how many committed entries a node may still have to apply and
+// be reported ready.
+const readyLag = 64
+
+// Ready reports whether this node should receive client traffic: it is a
+// member of the configuration, a leader is known (and heard from recently),
+// and it has applied (nearly) everything committed.
+func (n *Node) Ready() (bool, string) {
+	if n.shuttingDown.Load() || !n.Live() {
+		return false, "shutting down"
+	}
+	cfg, _ := n.configuration()
+	if _, ok := findServer(cfg, n.cfg.NodeID); !ok {
+		return false, "not in the raft configuration"
+	}
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return false, "no leader known"
+	}
+	if n.raft.State() != raft.Leader && time.Since(n.raft.LastContact()) > 2*n.cfg.ElectionTimeout {
+		return false, "no recent contact with the leader"
+	}
+	if n.raft.State() == raft.Leader && n.leaderReadyTerm.Load() != n.raft.CurrentTerm() {
+		return false, "leader is still applying the log of previous terms"
+	}
+	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
+	if commit > applied+readyLag {
+		return false, fmt.Sprintf("catching up: applied %d of %d", applied, commit)
+	}
+	return true, "ok"
+}
+
+// Status describes this node and, as far as it knows, the cluster.
+// StatusResponse.leader_addr is the leader's gRPC address.
+func (n *Node) Status() *pb.StatusResponse {
+	leaderRaft, lid := n.raft.LeaderWithID()
+	st := &pb.StatusResponse{
+		NodeId:       n.cfg.NodeID,
+		ClusterId:    n.ClusterID(),
+		State:        n.raft.State().String(),
+		LeaderId:     string(lid),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LastLogIndex: n.raft.LastIndex(),
+	}
+	if lid != "" {
+		st.LeaderAddr = n.grpcAddrOf(string(lid))
+	}
+	cfg, _ := n.configuration()
+	isLeader := n.raft.State() == raft.Leader
+	for _, s := range cfg.Servers {
+		m := &pb.Member{
+			Id:            string(s.ID),
+			RaftAddr:      string(s.Address),
+			GrpcAddr:      n.grpcAddrOf(string(s.ID)),
+			Suffrage:      suffrageName(s.Suffrage),
+			Leader:        s.ID == lid && s.Address == leaderRaft,
+			LastContactMs: -1,
+		}
+		switch {
+		case string(s.ID) == n.cfg.NodeID:
+			m.LastContactMs, m.Healthy = 0, n.Live()
+		case isLeader:
+			if h, ok := n.ap.view(s.ID); ok {
+				m.Healthy = h.healthy
+				if !h.lastContact.IsZero() {
+					m.LastContactMs = time.Since(h.lastContact).Milliseconds()
+				}
+			}
+		case s.ID == lid:
+			if lc := n.raft.LastContact(); !lc.IsZero() {
+				m.LastContactMs = time.Since(lc).Milliseconds()
+				m.Healthy = time.Since(lc) <= 2*n.cfg.ElectionTimeout
+			}
+		}
+		st.Members = append(st.Members, m)
+	}
+	return st
+}
+
+func suffrageName(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return "voter"
+	case raft.Nonvoter:
+		return "nonvoter"
+	default:
+		return "staging"
+	}
+}
+
+// Shutdown stops this node without leaving the cluster. A leader first stops
+// taking writes (ErrShuttingDown, so forwarding peers retry at the next
+// leader) and hands leadership to a caught-up follower, which costs no
+// election timeout. It never removes itself from the configuration: a
+// restart is not a scale-down.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() {
+		n.shuttingDown.Store(true)
+		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
+			n.log.Info("transferring leadership before shutdown")
+			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+				n.log.Warn("leadership transfer failed; shutting down anyway", "err", err)
+			}
+		}
+		n.mu.Lock()
+		if n.runCancel != nil {
+			n.runCancel()
+		}
+		sess := n.session
+		if sess != nil {
+			sess.cancel()
+		}
+		n.mu.Unlock()
+		n.leaderReadyTerm.Store(0)
+		if err := n.raft.Shutdown().Error(); err != nil {
+			n.shutdownErr = fmt.Errorf("cluster: raft shutdown: %w", err)
+		}
+		close(n.closed)
+		// Background loops and leadership hooks observe their cancelled
+		// contexts; wait for them (bounded by ctx) before closing the stores.
+		waitDone := make(chan struct{})
+		go func() {
+			n.bg.Wait()
+			if sess != nil {
+				<-sess.done
+			}
+			close(waitDone)
+		}()
+		select {
+		case <-waitDone:
+		case <-ctx.Done():
+			n.log.Warn("shutdown: background work did not stop in time", "err", ctx.Err())
+		}
+		n.peers.close()
+		if err := n.bolt.Close(); err != nil && n.shutdownErr == nil {
+			n.shutdownErr = fmt.Errorf("cluster: close raft log: %w", err)
+		}
+	})
+	return n.shutdownErr
+}
+
+// Leave removes this node from the cluster (real scale-down), then shuts it
+// down. A leader hands leadership over first, so the removal is committed by
+// the next leader without an election timeout.
+func (n *Node) Leave(ctx context.Context) error {
+	n.mu.Lock()
+	if n.runCancel != nil {
+		n.runCancel() // housekeeping would otherwise re-join us
+	}
+	n.mu.Unlock()
+	bo := newBackoff(n.cfg.ElectionTimeout/10, n.cfg.ElectionTimeout)
+	for {
+		err := n.leaveOnce(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errLastVoter) || !bo.wait(ctx) {
+			return fmt.Errorf("cluster: leave: %w", err)
+		}
+		n.log.Debug("leave: retrying", "err", err)
+	}
+	n.log.Info("left the cluster")
+	return n.Shutdown(ctx)
+}
+
+var errLastVoter = errors.New("cluster: the last voter cannot leave")
+
+func (n *Node) leaveOnce(ctx context.Context) error {
+	cfg, _ := n.configuration()
+	if _, ok := findServer(cfg, n.cfg.NodeID); !ok {
+		return nil // already removed
+	}
+	if n.raft.State() == raft.Leader {
+		if n.voterCount() <= 1 {
+			return errLastVoter
+		}
+		return waitFuture(ctx, n.raft.LeadershipTransfer())
+	}
+	cl, _, err := n.leaderClient()
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(forwardedCtx(ctx), n.rpcTimeout())
+	defer cancel()
+	_, err = cl.RemovePeer(actx, &pb.RemovePeerRequest{NodeId: n.cfg.NodeID})
+	return err
+}
+
+// hasState reports whether this node has any Raft state (a bootstrap entry, a
+// replicated log or a snapshot). A node with state never bootstraps.
+func (n *Node) hasState() bool { return n.raft.LastIndex() > 0 }
+
+func (n *Node) configuration() (raft.Configuration, uint64) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, 0
+	}
+	return f.Configuration(), f.Index()
+}
+
+func findServer(cfg raft.Configuration, id string) (raft.Server, bool) {
+	for _, s := range cfg.Servers {
+		if string(s.ID) == id {
+			return s, true
+		}
+	}
+	return raft.Server{}, false
+}
+
+func (n *Node) voterCount() int {
+	cfg, _ := n.configuration()
+	c := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// setClusterID records and persists the cluster id.
+func (n *Node) setClusterID(id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.clusterID == id {
+		return nil
+	}
+	if err := writeIdentity(n.idPath, identity{NodeID: n.cfg.NodeID, ClusterID: id}); err != nil {
+		return err
+	}
+	n.clusterID = id
+	return nil
+}
+
+// adoptClusterID takes the cluster id reported by the cluster this node
+// joined. A node that already has Raft state never changes its cluster id.
+func (n *Node) adoptClusterID(id string) {
+	cur := n.ClusterID()
+	if id == "" || id == cur {
+		return
+	}
+	if cur != "" && n.hasState() {
+		n.log.Error("peer reports a different cluster id; keeping ours", "ours", cur, "theirs", id)
+		return
+	}
+	if cur != "" {
+		n.log.Warn("replacing cluster id of a node without raft state", "old", cur, "new", id)
+	}
+	if err := n.setClusterID(id); err != nil {
+		n.log.Error("persist cluster id", "err", err)
+	}
+}
+
+// grpcAddrOf maps a server id to its ClusterService address: from the
+// replicated NodeInfo, else from a static Join entry with that id.
+func (n *Node) grpcAddrOf(id string) string {
+	if id == n.cfg.NodeID {
+		return n.cfg.GRPCAdvertise
+	}
+	if info, ok := n.fsm.Store().Node(id); ok && info.GrpcAddr != "" {
+		return info.GrpcAddr
+	}
+	for _, t := range n.targets {
+		if !t.dns && t.id == id {
+			return t.addr()
+		}
+	}
+	return ""
+}
+
+// rpcTimeout bounds one peer RPC.
+func (n *Node) rpcTimeout() time.Duration { return max(10*n.cfg.ElectionTimeout, 2*time.Second) }
+
+// waitFuture waits for a Raft future or ctx, whichever comes first.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
