@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/state"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
+)
+
+func timeNowMs() int64 { return time.Now().UnixMilli() }
+
+// changeTimeout bounds enqueueing a configuration change.
+func (n *Node) changeTimeout() time.Duration { return 5 * n.cfg.ElectionTimeout }
+
+// handleJoin admits a node (leader only).
+//
+//   - Unknown id: added as a non-voter; the autopilot promotes it once it is
+//     caught up and stable, so a new node never counts toward quorum before
+//     it holds the log.
+//   - Known id, new address (restart with a new IP): the address is updated,
+//     suffrage kept.
+//   - Known voter id that says it has no state (cluster_id ""): its disk was
+//     wiped, or it is a static-list voter starting late. An empty-log voter
+//     would grant its vote to any candidate, even one missing committed
+//     entries, so it is demoted to non-voter (and promoted back when caught
+//     up) provided every other voter is healthy; otherwise demoting could
+//     cost the quorum, and it stays a voter.
+func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
+	if cid := n.ClusterID(); req.ClusterId != "" && cid != "" && req.ClusterId != cid {
+		return state.Errorf(pb.ErrorCode_ERROR_CODE_CONFLICT,
+			"node %s belongs to cluster %s, this is cluster %s", req.NodeId, req.ClusterId, cid)
+	}
+	if req.NodeId == n.cfg.NodeID {
+		if req.RaftAddr != n.advertise {
+			return state.Errorf(pb.ErrorCode_ERROR_CODE_CONFLICT, "node id %s is the leader's own", req.NodeId)
+		}
+		return nil
+	}
+	n.membershipMu.Lock()
+	defer n.membershipMu.Unlock()
+
+	id, addr := raft.ServerID(req.NodeId), raft.ServerAddress(req.RaftAddr)
+	cfg, _ := n.configuration()
+	var existing *raft.Server
+	for i := range cfg.Servers {
+		s := cfg.Servers[i]
+		if s.ID == id {
+			existing = &cfg.Servers[i]
+			continue
+		}
+		if s.Address == addr {
+			// Raft rejects two servers with one address. The joiner owns the
+			// address now, so the old entry is gone -- unless it still answers.
+			if n.ap.isHealthy(s.ID) {
+				return state.Errorf(pb.ErrorCode_ERROR_CODE_CONFLICT,
+					"raft address %s belongs to healthy member %s", addr, s.ID)
+			}
+			n.log.Warn("join: removing stale server with the joiner's address", "stale", s.ID, "addr", addr)
+			if err := n.raft.RemoveServer(s.ID, 0, n.changeTimeout()).Error(); err != nil {
+				return err
+			}
+		}
+	}
+
+	stateless := req.ClusterId == ""
+	switch {
+	case existing == nil:
+		n.log.Info("join: adding non-voter", "id", id, "addr", addr)
+		if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.changeTimeout())); err != nil {
+			return err
+		}
+	case existing.Suffrage == raft.Voter:
+		if existing.Address != addr {
+			n.log.Info("join: updating voter address", "id", id, "old", existing.Address, "new", addr)
+			if err := waitFuture(ctx, n.raft.AddVoter(id, addr, 0, n.changeTimeout())); err != nil {
+				return err
+			}
+		}
+		if stateless {
+			if n.othersHealthy(ctx, id) {
+				n.log.Info("join: voter has an empty log; demoting until caught up", "id", id)
+				if err := waitFuture(ctx, n.raft.DemoteVoter(id, 0, n.changeTimeout())); err != nil {
+					return err
+				}
+			} else {
+				n.log.Warn("join: voter has an empty log but other voters are unhealthy; keeping it a voter", "id", id)
+			}
+		}
+	default:
+		if existing.Address != addr {
+			n.log.Info("join: updating non-voter address", "id", id, "new", addr)
+			if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.changeTimeout())); err != nil {
+				return err
+			}
+		}
+	}
+	// Publish the joiner's addresses right away (it upserts itself later too).
+	info := &pb.NodeInfo{Id: req.NodeId, RaftAddr: req.RaftAddr, GrpcAddr: req.GrpcAddr, HttpAddr: req.HttpAddr}
+	if cur, ok := n.fsm.Store().Node(req.NodeId); !ok || cur.RaftAddr != info.RaftAddr ||
+		cur.GrpcAddr != info.GrpcAddr || cur.HttpAddr != info.HttpAddr {
+		cmd := &pb.Command{Timestamp: timeNowMs(), Op: &pb.Command_UpsertNode{UpsertNode: &pb.UpsertNodeCmd{Node: info}}}
+		if _, err := n.Apply(ctx, cmd); err != nil {
+			n.log.Warn("join: upsert NodeInfo failed", "id", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// othersHealthy checks, right now, that every voter except exclude (and this
+// leader) answers as a caught-up follower of this leader.
+func (n *Node) othersHealthy(ctx context.Context, exclude raft.ServerID) bool {
+	cfg, _ := n.configuration()
+	term := n.raft.CurrentTerm()
+	results := make(chan bool, len(cfg.Servers))
+	count := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter || s.ID == exclude || string(s.ID) == n.cfg.NodeID {
+			continue
+		}
+		count++
+		go func() {
+			h, _ := n.ap.check(ctx, s, term)
+			results <- h
+		}()
+	}
+	ok := true
+	for range count {
+		ok = <-results && ok
+	}
+	return ok
+}
+
+// removeServer removes a server from the configuration (leader only). The
+// last voter cannot be removed.
+func (n *Node) removeServer(ctx context.Context, id string) error {
+	n.membershipMu.Lock()
+	defer n.membershipMu.Unlock()
+	cfg, _ := n.configuration()
+	s, ok := findServer(cfg, id)
+	if !ok {
+		return nil
+	}
+	if s.Suffrage == raft.Voter && n.voterCount() <= 1 {
+		return state.Errorf(pb.ErrorCode_ERROR_CODE_CONFLICT, "%s is the last voter", id)
+	}
+	n.log.Info("removing server", "id", id)
+	if err := waitFuture(ctx, n.raft.RemoveServer(s.ID, 0, n.changeTimeout())); err != nil {
+		return err
+	}
+	if id != n.cfg.NodeID {
+		cmd := &pb.Command{Timestamp: timeNowMs(), Op: &pb.Command_RemoveNode{RemoveNode: &pb.RemoveNodeCmd{Id: id}}}
+		if _, err := n.Apply(ctx, cmd); err != nil {
+			n.log.Warn("remove NodeInfo failed (autopilot will retry)", "id", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// transferLeadership hands leadership to id ("" = the most suitable voter)
+// and returns the new leader's id once known.
+func (n *Node) transferLeadership(ctx context.Context, id string) (string, error) {
+	var f raft.Future
+	if id == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		if id == n.cfg.NodeID {
+			return id, nil
+		}
+		cfg, _ := n.configuration()
+		s, ok := findServer(cfg, id)
+		if !ok || s.Suffrage != raft.Voter {
+			return "", state.Errorf(pb.ErrorCode_ERROR_CODE_NOT_FOUND, "no voter %q in the configuration", id)
+		}
+		f = n.raft.LeadershipTransferToServer(s.ID, s.Address)
+	}
+	if err := waitFuture(ctx, f); err != nil {
+		return "", fmt.Errorf("cluster: leadership transfer: %w", err)
+	}
+	// The target won its election; wait until we have heard from it.
+	for {
+		if _, lid := n.raft.LeaderWithID(); lid != "" && string(lid) != n.cfg.NodeID {
+			return string(lid), nil
+		}
+		if !sleepCtx(ctx, n.cfg.ElectionTimeout/20) {
+			return "", ctx.Err()
+		}
+	}
+}
