@@ -79,11 +79,12 @@ func queryLimit(r *http.Request) (uint32, error) {
 	return uint32(n), nil
 }
 
-// optionalID validates an id given in a query parameter, if any.
-func optionalID(r *http.Request, param string) (string, error) {
+// optionalID validates an id of the given kind (see validateKind) given in
+// a query parameter, if any.
+func optionalID(r *http.Request, param, kind string) (string, error) {
 	v := r.URL.Query().Get(param)
 	if v == "" {
 		return "", nil
 	}
-	return v, validateID(param, v)
+	return v, validateKind(kind, v)
 }

@@ -49,13 +49,13 @@ func (s *Server) latestContent(ctx context.Context, ns, id string) (*pb.Content,
 // listContent: GET .../extraction_graphs/{graph}/content.
 func (s *Server) listContent(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	q := r.URL.Query()
 	req := &pb.ListContentRequest{Namespace: ns, GraphName: graph, Source: q.Get("source"), LabelsFilter: q["labels_filter"]}
 	if req.Source != "" && req.Source != sourceIngestion {
-		if err := validateID("source", req.Source); err != nil {
+		if err := validateName("source", req.Source); err != nil {
 			return err
 		}
 	}
@@ -63,13 +63,13 @@ func (s *Server) listContent(w http.ResponseWriter, r *http.Request) error {
 		return badRequest(codeInvalidFilter, "invalid labels_filter: %v", err)
 	}
 	var err error
-	if req.ParentId, err = optionalID(r, "parent_id"); err != nil {
+	if req.ParentId, err = optionalID(r, "parent_id", kindContent); err != nil {
 		return err
 	}
-	if req.IngestedContentId, err = optionalID(r, "ingested_content_id"); err != nil {
+	if req.IngestedContentId, err = optionalID(r, "ingested_content_id", kindContent); err != nil {
 		return err
 	}
-	if req.StartId, err = optionalID(r, "start_id"); err != nil {
+	if req.StartId, err = optionalID(r, "start_id", kindContent); err != nil {
 		return err
 	}
 	if req.Limit, err = queryLimit(r); err != nil {
@@ -88,7 +88,7 @@ func (s *Server) listContent(w http.ResponseWriter, r *http.Request) error {
 // contentMetadata: GET /namespaces/{ns}/content/{id}/metadata.
 func (s *Server) contentMetadata(w http.ResponseWriter, r *http.Request) error {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
-	if err := validateIDs("namespace", ns, "content id", id); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
 	c, err := s.latestContent(r.Context(), ns, id)
@@ -102,7 +102,7 @@ func (s *Server) contentMetadata(w http.ResponseWriter, r *http.Request) error {
 // downloadContent: GET /namespaces/{ns}/content/{id}/download[?version=N].
 func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
-	if err := validateIDs("namespace", ns, "content id", id); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
 	var version uint64
@@ -150,7 +150,7 @@ func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 // deleteContent: DELETE /namespaces/{ns}/content {"content_ids": [...]}.
 func (s *Server) deleteContent(w http.ResponseWriter, r *http.Request) error {
 	ns := r.PathValue("ns")
-	if err := validateID("namespace", ns); err != nil {
+	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
 	var req struct {
@@ -163,7 +163,7 @@ func (s *Server) deleteContent(w http.ResponseWriter, r *http.Request) error {
 		return badRequest(codeInvalidArgument, "content_ids is empty")
 	}
 	for _, id := range req.ContentIDs {
-		if err := validateID("content id", id); err != nil {
+		if err := validateKind(kindContent, id); err != nil {
 			return err
 		}
 	}
@@ -181,7 +181,7 @@ func (s *Server) deleteContent(w http.ResponseWriter, r *http.Request) error {
 // replaces the content's labels.
 func (s *Server) updateLabels(w http.ResponseWriter, r *http.Request) error {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
-	if err := validateIDs("namespace", ns, "content id", id); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
 	var req struct {
@@ -213,7 +213,7 @@ func (s *Server) updateLabels(w http.ResponseWriter, r *http.Request) error {
 // costs one retry; the wait ends when the client leaves or the server stops.
 func (s *Server) waitContent(w http.ResponseWriter, r *http.Request) error {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
-	if err := validateIDs("namespace", ns, "content id", id); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
 	ctx, cancel := s.untilStopping(r.Context())
@@ -258,7 +258,7 @@ func (s *Server) untilStopping(parent context.Context) (context.Context, context
 // client keeps the items whose source is the policy.
 func (s *Server) contentTree(w http.ResponseWriter, r *http.Request) error {
 	ns, graph, id, policy := r.PathValue("ns"), r.PathValue("graph"), r.PathValue("id"), r.PathValue("policy")
-	if err := validateIDs("namespace", ns, "extraction graph", graph, "content id", id, "extraction policy", policy); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph, kindContent, id, kindPolicy, policy); err != nil {
 		return err
 	}
 	if err := s.requirePolicy(r.Context(), ns, graph, policy); err != nil {
@@ -277,15 +277,15 @@ func (s *Server) contentTree(w http.ResponseWriter, r *http.Request) error {
 // listTasks: GET .../extraction_policies/{policy}/tasks.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	ns, graph, policy := r.PathValue("ns"), r.PathValue("graph"), r.PathValue("policy")
-	if err := validateIDs("namespace", ns, "extraction graph", graph, "extraction policy", policy); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph, kindPolicy, policy); err != nil {
 		return err
 	}
 	req := &pb.ListTasksRequest{Namespace: ns, GraphName: graph, Policy: policy}
 	var err error
-	if req.ContentId, err = optionalID(r, "content_id"); err != nil {
+	if req.ContentId, err = optionalID(r, "content_id", kindContent); err != nil {
 		return err
 	}
-	if req.StartId, err = optionalID(r, "start_id"); err != nil {
+	if req.StartId, err = optionalID(r, "start_id", "start_id"); err != nil {
 		return err
 	}
 	if req.Limit, err = queryLimit(r); err != nil {
@@ -316,7 +316,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 // replays the policy's existing content first.
 func (s *Server) streamContent(w http.ResponseWriter, r *http.Request) error {
 	ns, graph, policy := r.PathValue("ns"), r.PathValue("graph"), r.PathValue("policy")
-	if err := validateIDs("namespace", ns, "extraction graph", graph, "extraction policy", policy); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph, kindPolicy, policy); err != nil {
 		return err
 	}
 	after := r.Header.Get("Last-Event-ID")

@@ -36,7 +36,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := validateID("namespace name", req.Name); err != nil {
+	if err := validateName("namespace name", req.Name); err != nil {
 		return err
 	}
 	// Parse every graph before creating anything, so a bad graph spec does
@@ -70,7 +70,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	ns := r.PathValue("ns")
-	if err := validateID("namespace", ns); err != nil {
+	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
 	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListNamespacesResponse, error) {
@@ -105,7 +105,7 @@ func (s *Server) listExtractors(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listGraphs(w http.ResponseWriter, r *http.Request) error {
 	ns := r.PathValue("ns")
-	if err := validateID("namespace", ns); err != nil {
+	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
 	graphs, err := s.graphs(r.Context(), ns)
@@ -159,7 +159,7 @@ func (s *Server) requirePolicy(ctx context.Context, ns, graph, policy string) er
 
 func (s *Server) createGraph(w http.ResponseWriter, r *http.Request) error {
 	ns := r.PathValue("ns")
-	if err := validateID("namespace", ns); err != nil {
+	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
 	body, err := readBody(w, r, maxJSONBody)
@@ -198,7 +198,7 @@ func (s *Server) createGraphRPC(ctx context.Context, g *pb.ExtractionGraph) (*pb
 
 func (s *Server) getGraph(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	g, err := s.findGraph(r.Context(), ns, graph)
@@ -211,7 +211,7 @@ func (s *Server) getGraph(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	reqID := newRequestID()
@@ -226,7 +226,7 @@ func (s *Server) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listLinks(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListGraphLinksResponse, error) {
@@ -245,18 +245,18 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	var req linkJSON
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := validateID("linked_graph_name", req.LinkedGraphName); err != nil {
+	if err := validateName("linked_graph_name", req.LinkedGraphName); err != nil {
 		return err
 	}
 	if req.ContentSource != "" {
-		if err := validateID("content_source", req.ContentSource); err != nil {
+		if err := validateName("content_source", req.ContentSource); err != nil {
 			return err
 		}
 	}
@@ -279,7 +279,7 @@ type analyticsJSON struct {
 
 func (s *Server) analytics(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.GetAnalyticsResponse, error) {

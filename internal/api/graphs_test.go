@@ -134,6 +134,8 @@ func TestCreateGraphRejectsBadSpecs(t *testing.T) {
 		{"empty", "", "application/json", codeInvalidJSON},
 		{"no name", `{"extraction_policies":[{"extractor":"x","name":"p"}]}`, "application/json", codeInvalidID},
 		{"slash name", `{"name":"a/b","extraction_policies":[{"extractor":"x","name":"p"}]}`, "application/json", codeInvalidID},
+		{"name charset", `{"name":"g:1","extraction_policies":[{"extractor":"x","name":"p"}]}`, "application/json", codeInvalidID},
+		{"policy charset", `{"name":"g","extraction_policies":[{"extractor":"x","name":"p q"}]}`, "application/json", codeInvalidID},
 		{"no policies", `{"name":"g"}`, "application/json", codeInvalidArgument},
 		{"dup policy", `{"name":"g","extraction_policies":[{"extractor":"x","name":"p"},{"extractor":"x","name":"p"}]}`, "application/json", codeInvalidArgument},
 		{"policy name dots", `{"name":"g","extraction_policies":[{"extractor":"x","name":".."}]}`, "application/json", codeInvalidID},

@@ -131,7 +131,7 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 	if req.Namespace != "" && req.Namespace != ns {
 		return nil, badRequest(codeInvalidArgument, "graph namespace %q does not match the namespace %q in the path", req.Namespace, ns)
 	}
-	if err := validateID("extraction graph name", req.Name); err != nil {
+	if err := validateName("extraction graph name", req.Name); err != nil {
 		return nil, err
 	}
 	if len(req.ExtractionPolicies) == 0 {
@@ -140,7 +140,7 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 	g := &pb.ExtractionGraph{Name: req.Name, Namespace: ns, Description: req.Description}
 	seen := make(map[string]bool)
 	for i, p := range req.ExtractionPolicies {
-		if err := validateID(fmt.Sprintf("extraction_policies[%d].name", i), p.Name); err != nil {
+		if err := validateName(fmt.Sprintf("extraction_policies[%d].name", i), p.Name); err != nil {
 			return nil, err
 		}
 		if seen[p.Name] {
@@ -151,7 +151,7 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 			return nil, err
 		}
 		if p.ContentSource != "" {
-			if err := validateID(fmt.Sprintf("extraction policy %q: content_source", p.Name), p.ContentSource); err != nil {
+			if err := validateName(fmt.Sprintf("extraction policy %q: content_source", p.Name), p.ContentSource); err != nil {
 				return nil, err
 			}
 		}

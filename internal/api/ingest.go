@@ -278,13 +278,13 @@ func readLabelsPart(part io.Reader) (map[string]string, bool, error) {
 // uploadFile: POST /namespaces/{ns}/extraction_graphs/{graph}/extract.
 func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
-	if err := validateIDs("namespace", ns, "extraction graph", graph); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
 	id := r.URL.Query().Get("id")
 	if id == "" {
 		id = newContentID()
-	} else if err := validateID("content id", id); err != nil {
+	} else if err := validateKind(kindContent, id); err != nil {
 		return err
 	}
 	up, err := s.receiveMultipart(w, r, ns, id)
@@ -321,7 +321,7 @@ func newContent(ns, id string, f *stagedFile, labels map[string]string, graphs [
 // a labels field is sent) labels.
 func (s *Server) updateContent(w http.ResponseWriter, r *http.Request) error {
 	ns, id := r.PathValue("ns"), r.PathValue("id")
-	if err := validateIDs("namespace", ns, "content id", id); err != nil {
+	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
 	old, err := s.latestContent(r.Context(), ns, id)
@@ -372,7 +372,7 @@ type ingestRemoteRequest struct {
 // ingestRemoteFile: POST /namespaces/{ns}/ingest_remote_file.
 func (s *Server) ingestRemoteFile(w http.ResponseWriter, r *http.Request) error {
 	ns := r.PathValue("ns")
-	if err := validateID("namespace", ns); err != nil {
+	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
 	var req ingestRemoteRequest
@@ -382,14 +382,14 @@ func (s *Server) ingestRemoteFile(w http.ResponseWriter, r *http.Request) error 
 	id := req.ID
 	if id == "" {
 		id = newContentID()
-	} else if err := validateID("content id", id); err != nil {
+	} else if err := validateKind(kindContent, id); err != nil {
 		return err
 	}
 	if len(req.ExtractionGraphNames) == 0 {
 		return badRequest(codeInvalidArgument, "extraction_graph_names is empty")
 	}
 	for _, g := range req.ExtractionGraphNames {
-		if err := validateID("extraction graph", g); err != nil {
+		if err := validateKind(kindGraph, g); err != nil {
 			return err
 		}
 	}

@@ -234,10 +234,13 @@ func TestUploadBadInput(t *testing.T) {
 	expectError(t, e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/g/extract",
 		file, formPart{name: "labels", data: []byte(`{"a=b":1}`)}), 400, codeInvalidArgument)
 	expectError(t, e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/g/extract", file, file), 400, codeInvalidMultipart)
-	for _, id := range []string{"a%2Fb", "..", "a..b", "x%0Ay", "%00", "a%5Cb", strings.Repeat("x", 300)} {
+	for _, id := range []string{"a%2Fb", "..", "a..b", "x%0Ay", "%00", "a%5Cb", "a%20b", strings.Repeat("x", 129)} {
 		expectError(t, e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/g/extract?id="+id, file), 400, codeInvalidID)
 	}
 	expectError(t, e.upload(http.MethodPost, "/namespaces/a%2F..%2Fb/extraction_graphs/g/extract", file), 400, codeInvalidID)
+	// Names follow the coordinator's rule (letters, digits, '_', '.', '-').
+	expectError(t, e.upload(http.MethodPost, "/namespaces/my%20ns/extraction_graphs/g/extract", file), 400, codeInvalidID)
+	expectError(t, e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/-g/extract", file), 400, codeInvalidID)
 	// Truncated multipart body.
 	body, ct := multipartBody(t, file)
 	trunc := body.Bytes()[:body.Len()-10]

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/indexify-go/indexify/internal/state"
 )
 
 // maxIDLen bounds every name and id taken from a request.
@@ -35,18 +37,62 @@ func validateID(kind, v string) error {
 	return nil
 }
 
+// validateName checks a namespace, graph or policy name: the generic id
+// rules, then the coordinator's own naming rule, so a name the coordinator
+// would refuse is refused here before any bytes are stored.
+func validateName(kind, v string) error {
+	if err := validateID(kind, v); err != nil {
+		return err
+	}
+	if err := state.ValidName(v); err != nil {
+		return badRequest(codeInvalidID, "%s: %v", kind, err)
+	}
+	return nil
+}
+
+// validateContentID is validateName for content ids.
+func validateContentID(kind, v string) error {
+	if err := validateID(kind, v); err != nil {
+		return err
+	}
+	if err := state.ValidContentID(v); err != nil {
+		return badRequest(codeInvalidID, "%s: %v", kind, err)
+	}
+	return nil
+}
+
+// Kinds of ids; validateIDs picks each kind's rule.
+const (
+	kindNamespace = "namespace"
+	kindGraph     = "extraction graph"
+	kindPolicy    = "extraction policy"
+	kindContent   = "content id"
+)
+
+// validateKind validates one id by the rule of its kind.
+func validateKind(kind, v string) error {
+	switch kind {
+	case kindNamespace, kindGraph, kindPolicy:
+		return validateName(kind, v)
+	case kindContent:
+		return validateContentID(kind, v)
+	}
+	return validateID(kind, v)
+}
+
 // validateIDs validates several (kind, value) pairs in order.
 func validateIDs(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := validateID(pairs[i], pairs[i+1]); err != nil {
+		if err := validateKind(pairs[i], pairs[i+1]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// validateText checks free-form names (extractor names may contain '/',
-// e.g. "tensorlake/minilm-l6") for emptiness and control characters only.
+// validateText checks free-form names (extractor names, which the original
+// system spelled "tensorlake/minilm-l6") for emptiness and control
+// characters only; the coordinator decides whether such an extractor exists.
 func validateText(kind, v string) error {
 	switch {
 	case v == "":
