@@ -39,6 +39,7 @@ type testCoordinator struct {
 	streams chan *testStream
 	srv     *grpc.Server
 	addr    string
+	reject  error // returned to every registration when set
 }
 
 type testStream struct {
@@ -60,6 +61,9 @@ func (c *testCoordinator) Heartbeat(stream pb.CoordinatorService_HeartbeatServer
 	first, err := stream.Recv()
 	if err != nil {
 		return err
+	}
+	if c.reject != nil {
+		return c.reject
 	}
 	ts := &testStream{coord: c.name, first: first, send: make(chan *pb.HeartbeatResponse), end: make(chan error, 1)}
 	c.streams <- ts
@@ -97,11 +101,18 @@ func (c *testCoordinator) Heartbeat(stream pb.CoordinatorService_HeartbeatServer
 
 func startCoordinator(t *testing.T, name string) *testCoordinator {
 	t.Helper()
+	return startRejectingCoordinator(t, name, nil)
+}
+
+// startRejectingCoordinator starts a coordinator that, when reject is set,
+// answers every registration with it.
+func startRejectingCoordinator(t *testing.T, name string, reject error) *testCoordinator {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testCoordinator{name: name, streams: make(chan *testStream, 16), srv: grpc.NewServer(), addr: lis.Addr().String()}
+	c := &testCoordinator{name: name, streams: make(chan *testStream, 16), srv: grpc.NewServer(), addr: lis.Addr().String(), reject: reject}
 	pb.RegisterCoordinatorServiceServer(c.srv, c)
 	go func() { _ = c.srv.Serve(lis) }()
 	t.Cleanup(c.srv.Stop)

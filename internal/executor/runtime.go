@@ -3,10 +3,14 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -39,7 +43,8 @@ type taskEntry struct {
 // It reconnects with capped exponential backoff whenever the heartbeat
 // stream breaks (node death, leader change, network); queued and running
 // tasks carry on meanwhile. It returns nil after ctx is cancelled, once every
-// worker stopped.
+// worker stopped, or an error if the coordinator rejects the registration
+// as invalid.
 func (e *Executor) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
@@ -49,6 +54,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.running = true
 	e.mu.Unlock()
 
+	// Workers and tasks stop when Run ends, whatever the reason.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	e.log.Info("executor starting", "coordinators", e.cfg.Coordinators, "api_server", e.api,
 		"extractors", len(e.reg.GetExtractors()), "concurrency", e.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -60,11 +68,20 @@ func (e *Executor) Run(ctx context.Context) error {
 		}()
 	}
 
+	var fatal error
 	backoff := e.cfg.ReconnectBackoff
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := e.session(ctx)
 		if ctx.Err() != nil {
+			break
+		}
+		if status.Code(err) == codes.InvalidArgument {
+			// The coordinator refuses our registration (bad id or
+			// extractor description): retrying cannot help, and
+			// exiting makes the misconfiguration visible.
+			fatal = fmt.Errorf("executor: coordinator rejected the registration: %w", err)
+			e.log.Error("registration rejected", "err", err)
 			break
 		}
 		// A stream that stayed up for a while was healthy: start the
@@ -83,6 +100,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		backoff = min(backoff*2, e.cfg.MaxReconnectBackoff)
 	}
 
+	stop()
 	e.mu.Lock()
 	for _, t := range e.tasks {
 		t.cancel()
@@ -90,7 +108,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	wg.Wait()
 	e.log.Info("executor stopped")
-	return nil
+	return fatal
 }
 
 // session runs one heartbeat stream until it breaks or ctx ends.

@@ -441,3 +441,18 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Error("two default ids are equal")
 	}
 }
+
+func TestExecutorStopsWhenRegistrationIsRejected(t *testing.T) {
+	coord := startRejectingCoordinator(t, "a", status.Error(codes.InvalidArgument, "extractor name not allowed"))
+	ex, err := New(Config{ID: "exec-1", APIServer: "http://127.0.0.1:1", Extractors: Builtins(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, dialCoordinators(t, coord))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = ex.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "extractor name not allowed") || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v)", err, ctx.Err())
+	}
+}
