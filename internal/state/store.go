@@ -136,40 +136,25 @@ func (s *Store) ContentVersions(ns, id string) []*pb.Content {
 }
 
 // ListContent returns the page and the total number matching (before paging).
+//
+// Only the cheap field filters run under the read lock; label matching
+// (JSON decoding) and ordering run after it is released (messages are
+// immutable), so a large listing does not stall the FSM's writes.
 func (s *Store) ListContent(q ContentQuery) ([]*pb.Content, uint64, error) {
 	f, err := labels.Parse(q.Labels)
 	if err != nil {
 		return nil, 0, Errorf(pb.ErrorCode_ERROR_CODE_INVALID, "labels filter: %v", err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.d
 	match := func(c *pb.Content) bool {
-		if c == nil || (c.Tombstoned && !q.Tombstoned) {
-			return false
-		}
-		if q.Graph != "" && !contains(c.GraphNames, q.Graph) {
-			return false
-		}
-		if q.Source != "" && c.Source != q.Source {
-			return false
-		}
-		if q.ParentID != "" && c.ParentId != q.ParentID {
-			return false
-		}
-		if q.RootID != "" && c.RootContentId != q.RootID {
-			return false
-		}
-		return f.Match(c.Labels)
+		return c != nil && (!c.Tombstoned || q.Tombstoned) &&
+			(q.Graph == "" || contains(c.GraphNames, q.Graph)) &&
+			(q.Source == "" || c.Source == q.Source) &&
+			(q.ParentID == "" || c.ParentId == q.ParentID) &&
+			(q.RootID == "" || c.RootContentId == q.RootID)
 	}
 	var all []*pb.Content
-	consider := func(ids map[string]*pb.Content) {
-		for _, c := range ids {
-			if match(c) {
-				all = append(all, c)
-			}
-		}
-	}
+	s.mu.RLock()
+	d := s.d
 	if q.ParentID != "" && q.Namespace != "" {
 		// The children index avoids a namespace scan for the common
 		// "extracted from X" query.
@@ -178,29 +163,98 @@ func (s *Store) ListContent(q ContentQuery) ([]*pb.Content, uint64, error) {
 				all = append(all, c)
 			}
 		}
-	} else if q.Namespace != "" {
-		consider(d.content[q.Namespace])
 	} else {
-		for _, m := range d.content {
-			consider(m)
+		for ns, m := range d.content {
+			if q.Namespace != "" && ns != q.Namespace {
+				continue
+			}
+			for _, c := range m {
+				if match(c) {
+					all = append(all, c)
+				}
+			}
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Id != all[j].Id {
-			return all[i].Id < all[j].Id
+	s.mu.RUnlock()
+	if !f.Empty() {
+		n := 0
+		for _, c := range all {
+			if f.Match(c.Labels) {
+				all[n] = c
+				n++
+			}
 		}
-		return all[i].Namespace < all[j].Namespace
-	})
-	total := uint64(len(all))
-	start := 0
-	if q.StartID != "" {
-		start = sort.Search(len(all), func(i int) bool { return all[i].Id > q.StartID })
+		all = all[:n]
 	}
-	page := all[start:]
-	if q.Limit > 0 && len(page) > q.Limit {
-		page = page[:q.Limit]
+	page := pageOf(all, q.StartID, q.Limit, func(c *pb.Content) string { return c.Id },
+		func(a, b *pb.Content) bool {
+			if a.Id != b.Id {
+				return a.Id < b.Id
+			}
+			return a.Namespace < b.Namespace
+		})
+	return page, uint64(len(all)), nil
+}
+
+// pageOf returns, in order, the first limit items (0 = all) whose key is
+// after start. It selects with a bounded heap instead of sorting everything
+// when the page is small compared with the matches.
+func pageOf[T any](items []T, start string, limit int, key func(T) string, less func(a, b T) bool) []T {
+	var cand []T
+	if start == "" {
+		cand = append([]T(nil), items...)
+	} else {
+		for _, it := range items {
+			if key(it) > start {
+				cand = append(cand, it)
+			}
+		}
 	}
-	return append([]*pb.Content(nil), page...), total, nil
+	if limit <= 0 || limit*8 >= len(cand) {
+		sort.Slice(cand, func(i, j int) bool { return less(cand[i], cand[j]) })
+		if limit > 0 && len(cand) > limit {
+			cand = cand[:limit]
+		}
+		return cand
+	}
+	// Max-heap of the limit smallest items seen so far.
+	h := make([]T, 0, limit)
+	down := func(i int) {
+		for {
+			l, r, m := 2*i+1, 2*i+2, i
+			if l < len(h) && less(h[m], h[l]) {
+				m = l
+			}
+			if r < len(h) && less(h[m], h[r]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for _, it := range cand {
+		if len(h) < limit {
+			h = append(h, it)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !less(h[p], h[i]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+			continue
+		}
+		if less(it, h[0]) {
+			h[0] = it
+			down(0)
+		}
+	}
+	sort.Slice(h, func(i, j int) bool { return less(h[i], h[j]) })
+	return h
 }
 
 // ContentTree returns the content and all its live descendants, parents first.
@@ -295,9 +349,6 @@ func (s *Store) Task(id string) (*pb.Task, bool) {
 }
 
 func (s *Store) ListTasks(q TaskQuery) ([]*pb.Task, uint64) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.d
 	match := func(t *pb.Task) bool {
 		return t != nil &&
 			(q.Namespace == "" || t.Namespace == q.Namespace) &&
@@ -306,6 +357,8 @@ func (s *Store) ListTasks(q TaskQuery) ([]*pb.Task, uint64) {
 			(q.ContentID == "" || t.ContentId == q.ContentID)
 	}
 	var all []*pb.Task
+	s.mu.RLock()
+	d := s.d
 	if q.ContentID != "" && q.Namespace != "" {
 		for _, tid := range d.tasksByContent[ckey{q.Namespace, q.ContentID}] {
 			if t := d.tasks[tid]; match(t) {
@@ -319,17 +372,10 @@ func (s *Store) ListTasks(q TaskQuery) ([]*pb.Task, uint64) {
 			}
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Id < all[j].Id })
-	total := uint64(len(all))
-	start := 0
-	if q.StartID != "" {
-		start = sort.Search(len(all), func(i int) bool { return all[i].Id > q.StartID })
-	}
-	page := all[start:]
-	if q.Limit > 0 && len(page) > q.Limit {
-		page = page[:q.Limit]
-	}
-	return append([]*pb.Task(nil), page...), total
+	s.mu.RUnlock()
+	page := pageOf(all, q.StartID, q.Limit, func(t *pb.Task) string { return t.Id },
+		func(a, b *pb.Task) bool { return a.Id < b.Id })
+	return page, uint64(len(all))
 }
 
 // Analytics counts tasks per policy of the graph: pending = unfinished
@@ -356,12 +402,12 @@ func (s *Store) Analytics(ns, graph string) []*pb.PolicyAnalytics {
 // executor ""), oldest first (created_at, then id) so allocation is FIFO.
 func (s *Store) PendingTasks() []*pb.Task {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	out := make([]*pb.Task, 0, len(s.d.pending))
 	for id := range s.d.pending {
 		out = append(out, s.d.tasks[id])
 	}
-	sortTasks(out)
+	s.mu.RUnlock()
+	sortTasks(out) // outside the lock: messages are immutable
 	return out
 }
 
@@ -377,12 +423,12 @@ func sortTasks(ts []*pb.Task) {
 // TasksAssignedTo returns unfinished tasks assigned to an executor, oldest first.
 func (s *Store) TasksAssignedTo(executorID string) []*pb.Task {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	set := s.d.tasksByExec[executorID]
 	out := make([]*pb.Task, 0, len(set))
 	for id := range set {
 		out = append(out, s.d.tasks[id])
 	}
+	s.mu.RUnlock()
 	sortTasks(out)
 	return out
 }
@@ -438,11 +484,11 @@ func (s *Store) UnprocessedChanges(limit int) []*pb.StateChange {
 // GCTasks returns outstanding blob deletions, oldest first.
 func (s *Store) GCTasks(limit int) []*pb.GCTask {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	out := make([]*pb.GCTask, 0, len(s.d.gcTasks))
 	for _, g := range s.d.gcTasks {
 		out = append(out, g)
 	}
+	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].CreatedAt != out[j].CreatedAt {
 			return out[i].CreatedAt < out[j].CreatedAt

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,37 @@ func TestVersionRef(t *testing.T) {
 	}
 	if len(TaskID("n", "g", "p", "c", 1)) != 24 || len(ChildContentID("t", 0)) != 16 || TaskID("n", "g", "p", "c", 1) == TaskID("n", "g", "p", "c", 2) {
 		t.Fatal("id helpers")
+	}
+}
+
+func TestPageOf(t *testing.T) {
+	var items []string
+	for i := 999; i >= 0; i-- {
+		items = append(items, fmt.Sprintf("%04d", (i*7)%1000))
+	}
+	id := func(s string) string { return s }
+	less := func(a, b string) bool { return a < b }
+	for _, tc := range []struct {
+		start string
+		limit int
+		first string
+		n     int
+	}{
+		{"", 0, "0000", 1000},
+		{"", 3, "0000", 3},     // heap path
+		{"0500", 5, "0501", 5}, // heap path with cursor
+		{"0995", 10, "0996", 4},
+		{"0999", 10, "", 0},
+		{"", 500, "0000", 500}, // sort path
+	} {
+		got := pageOf(items, tc.start, tc.limit, id, less)
+		if len(got) != tc.n || (tc.n > 0 && got[0] != tc.first) {
+			t.Fatalf("%+v: got %d items starting %v", tc, len(got), got[:min(len(got), 3)])
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i-1] >= got[i] {
+				t.Fatalf("%+v: not sorted at %d", tc, i)
+			}
+		}
 	}
 }
