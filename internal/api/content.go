@@ -117,9 +117,10 @@ func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The coordinator API serves only the latest version of an id.
 	if version != 0 && version != c.GetVersion() {
-		return notFound("version %d of content %q is not available (latest is %d)", version, id, c.GetVersion())
+		if c, err = s.olderVersion(r.Context(), c, version); err != nil {
+			return err
+		}
 	}
 	rc, err := s.cfg.Blob.Open(r.Context(), c.GetStorageUrl())
 	if err != nil {
@@ -145,6 +146,31 @@ func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("download interrupted", "namespace", ns, "id", id, "err", err)
 	}
 	return nil
+}
+
+// olderVersion finds a superseded version of content. GetContent serves
+// only the latest version, but every task keeps a copy of the metadata of
+// the version it was made for, and executors still working on an old
+// version's task download exactly that version.
+func (s *Server) olderVersion(ctx context.Context, latest *pb.Content, version uint64) (*pb.Content, error) {
+	ns, id := latest.GetNamespace(), latest.GetId()
+	for _, g := range latest.GetGraphNames() {
+		resp, err := call(ctx, s, func(ctx context.Context) (*pb.ListTasksResponse, error) {
+			return s.cfg.Coordinator.ListTasks(ctx, &pb.ListTasksRequest{Namespace: ns, GraphName: g, ContentId: id})
+		})
+		if status.Code(err) == codes.NotFound {
+			continue // graph deleted since
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range resp.GetTasks() {
+			if c := t.GetContent(); t.GetContentVersion() == version && c.GetStorageUrl() != "" {
+				return c, nil
+			}
+		}
+	}
+	return nil, notFound("version %d of content %q not found (latest is %d)", version, id, latest.GetVersion())
 }
 
 // deleteContent: DELETE /namespaces/{ns}/content {"content_ids": [...]}.

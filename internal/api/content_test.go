@@ -112,7 +112,25 @@ func TestDownload(t *testing.T) {
 			t.Fatalf("download%s = %d %q %v", q, r.status, r.body, r.header)
 		}
 	}
-	expectError(t, e.get("/namespaces/ns/content/c1/download?version=1"), 404, codeNotFound)
+	// Version 1 was superseded: it is found through a task made for it.
+	v1, err := e.store.Put(t.Context(), "ns/c1/blob-v1", strings.NewReader("version one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on(e.fake, "ListTasks", func(r *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
+		if r.GetGraphName() != "g1" || r.GetContentId() != "c1" {
+			return nil, status.Error(codes.NotFound, "graph not found")
+		}
+		return &pb.ListTasksResponse{Tasks: []*pb.Task{
+			{Id: "t2", ContentId: "c1", ContentVersion: 2, Content: &pb.Content{Id: "c1", Version: 2, StorageUrl: info.URL}},
+			{Id: "t1", ContentId: "c1", ContentVersion: 1, Content: &pb.Content{Id: "c1", Version: 1, StorageUrl: v1.URL, MimeType: "text/x-old", SizeBytes: uint64(v1.Size)}},
+		}}, nil
+	})
+	r := e.get("/namespaces/ns/content/c1/download?version=1")
+	if r.status != 200 || string(r.body) != "version one" || r.header.Get("Content-Type") != "text/x-old" {
+		t.Fatalf("download v1 = %d %q %v", r.status, r.body, r.header)
+	}
+	expectError(t, e.get("/namespaces/ns/content/c1/download?version=7"), 404, codeNotFound)
 	expectError(t, e.get("/namespaces/ns/content/c1/download?version=x"), 400, codeInvalidArgument)
 	expectError(t, e.get("/namespaces/ns/content/c1/download?version=0"), 400, codeInvalidArgument)
 	expectError(t, e.get("/namespaces/ns/content/lost/download"), 404, codeNotFound)

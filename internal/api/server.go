@@ -38,7 +38,7 @@ type Config struct {
 	MaxUploadBytes int64  // per uploaded file (default 1 GiB)
 	Blob           blob.Store
 	Coordinator    pb.CoordinatorServiceClient
-	Logger         *slog.Logger
+	Logger         *slog.Logger // used as is (default: slog.Default() with component=api)
 	// RequestTimeout bounds each coordinator call, including its retries
 	// while the coordinator is unavailable (default 30s).
 	RequestTimeout time.Duration
@@ -71,7 +71,7 @@ func New(cfg Config) *Server {
 		cfg.MaxUploadBytes = DefaultMaxUploadBytes
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.Default().With("component", "api")
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -87,7 +87,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		cfg:      cfg,
-		log:      cfg.Logger.With("component", "api"),
+		log:      cfg.Logger,
 		mux:      http.NewServeMux(),
 		stopping: make(chan struct{}),
 	}
