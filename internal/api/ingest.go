@@ -7,6 +7,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -266,6 +267,9 @@ func readLabelsPart(part io.Reader) (map[string]string, bool, error) {
 	}
 	if len(b) > maxJSONBody {
 		return nil, false, tooLarge(maxJSONBody)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, false, nil // an empty field means "no labels", as for an absent one
 	}
 	var m map[string]json.RawMessage
 	if err := unmarshalJSON(b, &m); err != nil {

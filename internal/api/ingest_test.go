@@ -105,10 +105,15 @@ func TestUploadGeneratesIDAndSniffsType(t *testing.T) {
 	if c.GetId() != id || c.GetMimeType() != "text/plain" || c.GetLabels()["k"] != `"v"` {
 		t.Fatalf("content %v", c)
 	}
+	// An empty labels field means no labels.
+	if r := e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/g1/extract",
+		formPart{name: "labels"}, formPart{name: "file", filename: "a.txt", data: []byte("x")}); r.status != 200 {
+		t.Fatalf("empty labels field = %d %s", r.status, r.body)
+	}
 	// Generic octet-stream is refined by the file extension.
 	e.upload(http.MethodPost, "/namespaces/ns/extraction_graphs/g1/extract",
 		formPart{name: "file", filename: "page.html", contentType: "application/octet-stream", data: []byte("<p>x</p>")})
-	c = requests[*pb.CreateContentRequest](e.fake, "CreateContent")[1].GetContents()[0]
+	c = requests[*pb.CreateContentRequest](e.fake, "CreateContent")[2].GetContents()[0]
 	if c.GetMimeType() != "text/html" {
 		t.Fatalf("mime %q", c.GetMimeType())
 	}
