@@ -395,7 +395,10 @@ func (n *Node) Leave(ctx context.Context) error {
 	return n.Shutdown(ctx)
 }
 
-var errLastVoter = errors.New("cluster: the last voter cannot leave")
+var (
+	errLastVoter   = errors.New("cluster: the last voter cannot leave")
+	errTransferred = errors.New("cluster: leadership handed over; removal pending")
+)
 
 func (n *Node) leaveOnce(ctx context.Context) error {
 	cfg, _ := n.configuration()
@@ -406,7 +409,10 @@ func (n *Node) leaveOnce(ctx context.Context) error {
 		if n.voterCount() <= 1 {
 			return errLastVoter
 		}
-		return waitFuture(ctx, n.raft.LeadershipTransfer())
+		if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+			return err
+		}
+		return errTransferred // next round asks the new leader to remove us
 	}
 	cl, _, err := n.leaderClient()
 	if err != nil {
