@@ -36,7 +36,8 @@ type taskEntry struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	running   bool
-	cancelled bool // the coordinator took the task away: do not upload
+	cancelled bool     // the coordinator took the task away: do not upload
+	next      *pb.Task // a newer assignment that arrived while running
 }
 
 // Run registers with the coordinators and processes tasks until ctx is done.
@@ -199,7 +200,10 @@ func (e *Executor) handle(resp *pb.HeartbeatResponse) {
 }
 
 // enqueue queues a task unless the same assignment is queued, running or
-// recently finished.
+// recently finished. There is at most one entry per task id: a new
+// assignment of a task that is still running (a retry pushed before our
+// worker finished with the previous attempt, or a task given back to us
+// while a cancelled run winds down) waits in that entry's next field.
 func (e *Executor) enqueue(t *pb.Task) {
 	if t.GetId() == "" {
 		e.log.Warn("ignoring task without id")
@@ -210,16 +214,27 @@ func (e *Executor) enqueue(t *pb.Task) {
 	if !e.running {
 		return
 	}
-	if cur, ok := e.tasks[t.GetId()]; ok && !cur.cancelled {
-		e.log.Debug("task already queued or running", "task", t.GetId())
+	k := keyOf(t)
+	if cur, ok := e.tasks[t.GetId()]; ok {
+		switch {
+		case keyOf(cur.task) == k && !cur.cancelled:
+			e.log.Debug("task already queued or running", "task", t.GetId())
+		case !cur.running:
+			cur.task = t // queued: run the newest assignment
+		default:
+			cur.next = t
+		}
 		return
 	}
-	if _, ok := e.recent[keyOf(t)]; ok {
+	if _, ok := e.recent[k]; ok {
 		e.log.Debug("task assignment already finished", "task", t.GetId())
 		return
 	}
-	// A cancelled entry still winding down is replaced: the task came back
-	// to us under a new assignment and the old run will not upload.
+	e.push(t)
+}
+
+// push adds a new entry to the queue; e.mu must be held.
+func (e *Executor) push(t *pb.Task) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ent := &taskEntry{task: t, ctx: ctx, cancel: cancel}
 	e.tasks[t.GetId()] = ent
@@ -246,6 +261,7 @@ func (e *Executor) cancelTask(id string) {
 	}
 	e.log.Info("task cancelled by coordinator", "task", id, "running", ent.running)
 	ent.cancelled = true
+	ent.next = nil // the cancellation is newer than any push before it
 	ent.cancel()
 	if !ent.running {
 		delete(e.tasks, id)
@@ -309,9 +325,7 @@ func (e *Executor) finish(ent *taskEntry, o finalOutcome) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	id := ent.task.GetId()
-	if e.tasks[id] == ent {
-		delete(e.tasks, id)
-	}
+	delete(e.tasks, id)
 	switch o {
 	case uploadedSuccess:
 		e.stats.Succeeded++
@@ -320,10 +334,18 @@ func (e *Executor) finish(ent *taskEntry, o finalOutcome) {
 	default:
 		e.stats.Dropped++
 	}
-	if o == uploadGaveUp || o == abandoned {
-		return
+	if o != uploadGaveUp && o != abandoned {
+		e.remember(keyOf(ent.task))
 	}
-	k := keyOf(ent.task)
+	if ent.next != nil {
+		if _, done := e.recent[keyOf(ent.next)]; !done {
+			e.push(ent.next)
+		}
+	}
+}
+
+// remember records a finished assignment; e.mu must be held.
+func (e *Executor) remember(k taskKey) {
 	if _, ok := e.recent[k]; ok {
 		return
 	}
@@ -331,6 +353,7 @@ func (e *Executor) finish(ent *taskEntry, o finalOutcome) {
 	e.order = append(e.order, k)
 	if len(e.order) > recentLimit {
 		delete(e.recent, e.order[0])
+		e.order[0] = taskKey{}
 		e.order = e.order[1:]
 	}
 }

@@ -213,6 +213,10 @@ func TestExecutorDedupesAndCancels(t *testing.T) {
 	// A duplicate push of a running task, and a task queued behind it.
 	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{t1, task("V", "test/slow", "c2", 1, "")}})
 	eventually(t, "V queued", func() bool { return ex.Pending() == 2 })
+	// A newer assignment of the running T1 waits for it, and is dropped
+	// with it when T1 is cancelled below.
+	t1b := task("T1", "test/slow", "c1", 5, "")
+	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{t1b}})
 	s.push(t, &pb.HeartbeatResponse{CancelledTaskIds: []string{"V"}})
 	s.push(t, &pb.HeartbeatResponse{CancelledTaskIds: []string{"T1", "never-seen"}})
 	waitGone(t, pid)
@@ -251,10 +255,34 @@ func TestExecutorDedupesAndCancels(t *testing.T) {
 	if n := len(api.uploadsFor("T1")); n != 1 {
 		t.Errorf("T1 uploaded %d times, want 1", n)
 	}
-	// X's upload is answered before its worker records it: poll.
-	eventually(t, "stats of 3 successes and 2 dropped", func() bool {
+	// A retry pushed while the previous attempt still runs (the
+	// coordinator can be that fast) runs right after it.
+	mustCreate(t, block)
+	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{task("R", "test/slow", "c3", 1, "")}})
+	rpid := waitPid(t, filepath.Join(dir, "R.pid"))
+	r2 := task("R", "test/slow", "c3", 9, "")
+	r2.Attempts = 1
+	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{r2}})
+	eventually(t, "R's retry noted", func() bool {
+		ex.mu.Lock()
+		defer ex.mu.Unlock()
+		return ex.tasks["R"] != nil && ex.tasks["R"].next != nil
+	})
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(rpid, syscall.SIGTERM); err != nil { // lets R's first run finish
+		t.Fatal(err)
+	}
+	api.waitUpload(t, "R", 2)
+	if n := countLines(t, runs, "R"); n != 2 {
+		t.Errorf("R ran %d times, want 2", n)
+	}
+
+	// X's and R's uploads are answered before the worker records them: poll.
+	eventually(t, "stats of 5 successes and 2 dropped", func() bool {
 		st := ex.Stats()
-		return st.Succeeded == 3 && st.Dropped == 2 && st.Failed == 0
+		return st.Succeeded == 5 && st.Dropped == 2 && st.Failed == 0
 	})
 }
 
