@@ -178,18 +178,27 @@ type testAPI struct {
 	attempts  map[string]int   // upload attempts per task
 	script    map[string][]int // per task: status codes to answer, in order, before accepting
 	downloads map[string]int
+	dlScript  map[string][]int // per content key: status codes to answer first
 }
 
 func startAPI(t *testing.T) *testAPI {
 	t.Helper()
-	a := &testAPI{content: map[string][]byte{}, attempts: map[string]int{}, script: map[string][]int{}, downloads: map[string]int{}}
+	a := &testAPI{content: map[string][]byte{}, attempts: map[string]int{}, script: map[string][]int{}, downloads: map[string]int{}, dlScript: map[string][]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /namespaces/{ns}/content/{id}/download", func(w http.ResponseWriter, r *http.Request) {
 		key := r.PathValue("ns") + "/" + r.PathValue("id") + "@" + r.URL.Query().Get("version")
 		a.mu.Lock()
 		data, ok := a.content[key]
 		a.downloads[key]++
+		var code int
+		if s := a.dlScript[key]; len(s) > 0 {
+			code, a.dlScript[key] = s[0], s[1:]
+		}
 		a.mu.Unlock()
+		if code != 0 {
+			http.Error(w, "scripted "+strconv.Itoa(code), code)
+			return
+		}
 		if !ok {
 			http.Error(w, `{"error":"content not found"}`, http.StatusNotFound)
 			return
@@ -249,6 +258,18 @@ func (a *testAPI) put(ns, id string, version uint64, data string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.content[fmt.Sprintf("%s/%s@%d", ns, id, version)] = []byte(data)
+}
+
+func (a *testAPI) scriptDownload(key string, codes ...int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dlScript[key] = codes
+}
+
+func (a *testAPI) downloadsOf(key string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.downloads[key]
 }
 
 func (a *testAPI) scriptUpload(task string, codes ...int) {

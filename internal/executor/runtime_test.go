@@ -338,6 +338,8 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 		HTTPAttempts: 3, HTTPBackoff: time.Millisecond, Extractors: Builtins()}, dialCoordinators(t, coord))
 	s := coord.nextStream(t)
 
+	api.put("ns", "c9", 1, "flaky")
+	api.scriptDownload("ns/c9@1", 503, 500)
 	api.scriptUpload("t-retry", 503, 502)
 	api.scriptUpload("t-409", 409)
 	api.scriptUpload("t-400", 400)
@@ -347,7 +349,15 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 		task("t-409", extractors.AttributesName, "c1", 1, ""),
 		task("t-400", extractors.ChunkerName, "c1", 1, ""),
 		task("t-down", extractors.AttributesName, "c1", 1, ""),
+		task("t-dl", extractors.AttributesName, "c9", 1, ""),
 	}})
+	// Downloads are retried on 5xx as well.
+	if u := api.waitUpload(t, "t-dl", 1); u.result.Outcome != OutcomeSuccess || !strings.Contains(string(u.result.Features[0].Value), `"bytes":5`) {
+		t.Fatalf("t-dl %+v", u.result)
+	}
+	if n := api.downloadsOf("ns/c9@1"); n != 3 {
+		t.Errorf("c9 downloaded %d times, want 3", n)
+	}
 	// 5xx answers are retried until accepted.
 	if u := api.waitUpload(t, "t-retry", 1); u.result.Outcome != OutcomeSuccess {
 		t.Fatalf("t-retry %+v", u.result)
@@ -369,7 +379,7 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 	if n := api.attemptsFor("t-down"); n != 3 || len(api.uploadsFor("t-down")) != 0 {
 		t.Errorf("t-down: %d attempts", n)
 	}
-	if st := ex.Stats(); st.Succeeded != 1 || st.Failed != 1 || st.Dropped != 2 {
+	if st := ex.Stats(); st.Succeeded != 2 || st.Failed != 1 || st.Dropped != 2 {
 		t.Errorf("stats %+v", st)
 	}
 	// A result that never got through is not remembered as done: the same
