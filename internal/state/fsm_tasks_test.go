@@ -45,6 +45,11 @@ func TestExecutors(t *testing.T) {
 	}
 	h.fail(cInvalid, registerCmd(""))
 	h.fail(cInvalid, registerCmd("ex2", "bad name"))
+	h.ok(registerCmd("ex3", "tensorlake/minilm-l6")) // publisher/name style
+	if _, ok := h.store().Extractor("tensorlake/minilm-l6"); !ok {
+		t.Fatal("slash-named extractor missing")
+	}
+	h.ok(&pb.Command{Op: &pb.Command_RemoveExecutor{RemoveExecutor: &pb.RemoveExecutorCmd{ExecutorId: "ex3"}}})
 	h.fail(cInvalid, registerCmd("ex2", "chunk", "chunk"))
 	bad := registerCmd("ex2", "x")
 	bad.GetRegisterExecutor().Executor.Extractors[0].InputParamsSchemaJson = `{"type": 5}`

@@ -20,7 +20,7 @@ func (o *opCtx) registerExecutor(c *pb.RegisterExecutorCmd) *Error {
 		if x == nil {
 			return Errorf(codeInvalid, "executor %q: empty extractor", e.Id)
 		}
-		if err := ValidName(x.Name); err != nil {
+		if err := ValidExtractorName(x.Name); err != nil {
 			return Errorf(codeInvalid, "executor %q extractor: %v", e.Id, err)
 		}
 		if names[x.Name] {

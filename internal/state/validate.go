@@ -64,6 +64,24 @@ func ValidContentID(s string) error {
 	return nil
 }
 
+// ValidExtractorName checks extractor names, which (unlike other names)
+// may contain '/' because the original ecosystem names them
+// "publisher/extractor" (e.g. "tensorlake/minilm-l6").
+func ValidExtractorName(s string) error {
+	if s == "" {
+		return fmt.Errorf("extractor name is empty")
+	}
+	if len(s) > 256 {
+		return fmt.Errorf("extractor name %.20q... is longer than 256 characters", s)
+	}
+	for _, r := range s {
+		if r == 0xFFFD || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("extractor name %q contains whitespace, control or invalid characters", s)
+		}
+	}
+	return nil
+}
+
 // validLabels requires non-empty keys and JSON values (the model stores label
 // values as JSON text; see internal/labels).
 func validLabels(m map[string]string) error {
