@@ -217,3 +217,43 @@ func TestWriteSnapshotReportsErrors(t *testing.T) {
 		t.Fatal("write error swallowed")
 	}
 }
+
+// maxWriter records the largest single Write; a snapshot must reach its sink
+// in bounded pieces, never as one buffer of the whole state.
+type maxWriter struct{ total, max int }
+
+func (w *maxWriter) Write(p []byte) (int, error) {
+	w.total += len(p)
+	if len(p) > w.max {
+		w.max = len(p)
+	}
+	return len(p), nil
+}
+
+func TestSnapshotStreamsInBoundedWrites(t *testing.T) {
+	f := NewFSM(NewStore(), nil)
+	applyAll(t, f, []*pb.Command{nsCmd("ns"), registerCmd("ex1", "chunk"),
+		graphCmd("ns", "g", &pb.ExtractionPolicy{Name: "p", Extractor: "chunk"})}, 1)
+	idx := uint64(4)
+	for i := 0; i < 40; i++ {
+		var cs []*pb.Content
+		for j := 0; j < 500; j++ {
+			id := fmt.Sprintf("c%05d", i*500+j)
+			c := content("ns", id, id, "g")
+			c.StorageUrl = "file:///var/lib/indexify/blobs/" + id + "/" + fmt.Sprintf("%064d", j)
+			cs = append(cs, c)
+		}
+		applyAll(t, f, []*pb.Command{contentCmd(cs...)}, idx)
+		idx++
+	}
+	w := &maxWriter{}
+	if err := f.Store().WriteSnapshot(w); err != nil {
+		t.Fatal(err)
+	}
+	if w.total < 2<<20 {
+		t.Fatalf("snapshot only %d bytes: test too small to show streaming", w.total)
+	}
+	if w.max > 1<<20 {
+		t.Fatalf("largest write %d bytes of %d total", w.max, w.total)
+	}
+}
