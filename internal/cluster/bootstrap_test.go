@@ -266,3 +266,39 @@ func TestRestartWithNewIPUpdatesAddress(t *testing.T) {
 	}
 	waitNamespace(t, back, "y")
 }
+
+// Quorum loss: two of three nodes are gone for good. The offline Recover
+// rewrites the survivor's peer set; it then elects itself and keeps its data.
+func TestRecoverAfterQuorumLoss(t *testing.T) {
+	specs := newSpecs(t, 3)
+	mode := staticMode(specs)
+	nodes := []*testNode{
+		startNode(t, specs[0], mode, nil),
+		startNode(t, specs[1], mode, nil),
+		startNode(t, specs[2], mode, nil),
+	}
+	leader := waitLeader(t, nodes...)
+	mustCreateNamespace(t, leader.node, "kept")
+	for _, tn := range nodes {
+		waitNamespace(t, tn, "kept")
+	}
+	for _, tn := range nodes {
+		tn.stop()
+	}
+	if err := Recover(specs[0].dir, "n1", []Peer{{ID: "x", Address: "127.0.0.9:1"}}); err == nil {
+		t.Fatal("Recover accepted a peer set without this node")
+	}
+	if err := Recover(specs[0].dir, "n1", []Peer{{ID: "n1", Address: specs[0].raftAddr}}); err != nil {
+		t.Fatal(err)
+	}
+	survivor := startNode(t, specs[0], mode, nil)
+	waitLeader(t, survivor)
+	waitNamespace(t, survivor, "kept")
+	if v, nv := members(survivor.node); fmt.Sprint(v) != "[n1]" || len(nv) != 0 {
+		t.Fatalf("recovered configuration %v %v", v, nv)
+	}
+	if survivor.node.bootstraps.Load() != 0 {
+		t.Fatal("recovered node bootstrapped")
+	}
+	mustCreateNamespace(t, survivor.node, "after-recovery")
+}
