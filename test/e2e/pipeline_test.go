@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -40,18 +40,21 @@ func TestPipeline(t *testing.T) {
 		if len(chunks) != 4 {
 			t.Fatalf("got %d chunks, want 4: %+v", len(chunks), chunks)
 		}
-		var got []string
+		got := make([]string, len(chunks))
 		for _, c := range chunks {
 			if c.ParentID != id {
 				t.Errorf("chunk %s has parent %q, want %q", c.ID, c.ParentID, id)
 			}
-			got = append(got, download(t, api, ns, c.ID))
+			var idx int
+			if err := json.Unmarshal(c.Labels["chunk_index"], &idx); err != nil || idx < 0 || idx >= len(got) {
+				t.Fatalf("chunk %s has a bad chunk_index label: %s", c.ID, c.Labels["chunk_index"])
+			}
+			got[idx] = download(t, api, ns, c.ID)
 			// The chained policy ran on every chunk.
 			if meta := metadata(t, api, ns, c.ID); len(meta.Extracted) == 0 {
 				t.Errorf("chunk %s has no attributes from the chained policy: %+v", c.ID, meta)
 			}
 		}
-		sort.Strings(got)
 		if strings.Join(got, "") != text {
 			t.Fatalf("chunks %q do not reassemble the input", got)
 		}
