@@ -30,7 +30,7 @@ const waitTimeout = 20 * time.Second
 
 // testLogger logs to the test's output; level via CLUSTER_TEST_LOG
 // (debug|info|warn), default warn.
-func testLogger(t *testing.T, name string) *slog.Logger {
+func testLogger(t testing.TB, name string) *slog.Logger {
 	lv := slog.LevelWarn
 	switch os.Getenv("CLUSTER_TEST_LOG") {
 	case "debug":
@@ -43,7 +43,7 @@ func testLogger(t *testing.T, name string) *slog.Logger {
 
 type tWriter struct {
 	mu   sync.Mutex
-	t    *testing.T
+	t    testing.TB
 	done bool
 }
 
@@ -76,7 +76,7 @@ type spec struct {
 // freeRaftPort returns a TCP port that is currently free on every ip. Static
 // mode requires one Raft port for all nodes, so tests give each node its own
 // loopback IP (127.0.0.x) and share the port.
-func freeRaftPort(t *testing.T, ips []string) int {
+func freeRaftPort(t testing.TB, ips []string) int {
 	t.Helper()
 	for range 50 {
 		l, err := net.Listen("tcp", ips[0]+":0")
@@ -107,7 +107,7 @@ func freeRaftPort(t *testing.T, ips []string) int {
 }
 
 // newSpecs makes k node specs on 127.0.0.1..k sharing one Raft port.
-func newSpecs(t *testing.T, k int) []*spec {
+func newSpecs(t testing.TB, k int) []*spec {
 	t.Helper()
 	var ips []string
 	for i := 1; i <= k; i++ {
@@ -129,7 +129,7 @@ func newSpecs(t *testing.T, k int) []*spec {
 	return out
 }
 
-func (s *spec) listenGRPC(t *testing.T) {
+func (s *spec) listenGRPC(t testing.TB) {
 	t.Helper()
 	addr := s.ip + ":0"
 	if s.grpcAddr != "" {
@@ -161,7 +161,7 @@ func staticJoin(specs []*spec) []string {
 }
 
 type testNode struct {
-	t      *testing.T
+	t      testing.TB
 	spec   *spec
 	cfg    Config
 	node   *Node
@@ -173,7 +173,7 @@ type testNode struct {
 
 // startNode creates, serves and starts a node. mod adjusts the config and
 // may register leadership hooks before Start.
-func startNode(t *testing.T, s *spec, mod func(*Config), before func(*Node)) *testNode {
+func startNode(t testing.TB, s *spec, mod func(*Config), before func(*Node)) *testNode {
 	t.Helper()
 	if s.grpcLis == nil {
 		s.listenGRPC(t)
@@ -233,7 +233,7 @@ func (tn *testNode) stop() {
 }
 
 // waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	last := ""
@@ -252,7 +252,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 
 // waitLeader waits until exactly one running node is leader and every other
 // running node knows it; returns the leader.
-func waitLeader(t *testing.T, nodes ...*testNode) *testNode {
+func waitLeader(t testing.TB, nodes ...*testNode) *testNode {
 	t.Helper()
 	var leader *testNode
 	waitFor(t, "a leader known to all", func() (bool, string) {
@@ -302,7 +302,7 @@ func members(n *Node) (voters, nonvoters []string) {
 
 // waitVoters waits until every node's configuration has exactly these voters
 // and no non-voters.
-func waitVoters(t *testing.T, want []string, nodes ...*testNode) {
+func waitVoters(t testing.TB, want []string, nodes ...*testNode) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("voters %v on all nodes", want), func() (bool, string) {
 		for _, tn := range nodes {
@@ -323,7 +323,7 @@ func createNamespace(ctx context.Context, n *Node, name string) (*pb.CommandResu
 }
 
 // mustCreateNamespace applies a write and checks the FSM accepted it.
-func mustCreateNamespace(t *testing.T, n *Node, name string) *pb.CommandResult {
+func mustCreateNamespace(t testing.TB, n *Node, name string) *pb.CommandResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -338,7 +338,7 @@ func mustCreateNamespace(t *testing.T, n *Node, name string) *pb.CommandResult {
 }
 
 // waitNamespace waits until n's store has the namespace.
-func waitNamespace(t *testing.T, tn *testNode, name string) {
+func waitNamespace(t testing.TB, tn *testNode, name string) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("namespace %s on %s", name, tn.spec.id), func() (bool, string) {
 		_, ok := tn.fsm.Store().Namespace(name)
@@ -347,7 +347,7 @@ func waitNamespace(t *testing.T, tn *testNode, name string) {
 }
 
 // clusterClient dials a node's ClusterService.
-func clusterClient(t *testing.T, addr string) pb.ClusterServiceClient {
+func clusterClient(t testing.TB, addr string) pb.ClusterServiceClient {
 	t.Helper()
 	p := newPeerClients(nil)
 	t.Cleanup(p.close)

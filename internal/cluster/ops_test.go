@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func startStatic3(t *testing.T, before func(*Node)) []*testNode {
+func startStatic3(t testing.TB, before func(*Node)) []*testNode {
 	t.Helper()
 	specs := newSpecs(t, 3)
 	mode := staticMode(specs)
@@ -366,5 +366,48 @@ func TestSnapshotRPC(t *testing.T) {
 				t.Fatalf("round %d: restored snapshot lacks s%d", round, i)
 			}
 		}
+	}
+}
+
+// Writes sent to a follower while the leader shuts down all succeed, exactly
+// once: retries after an unknown outcome are deduplicated by request id (a
+// re-applied CreateNamespace would answer ALREADY_EXISTS).
+func TestWritesSurviveLeaderShutdown(t *testing.T) {
+	nodes := startStatic3(t, nil)
+	leader := waitLeader(t, nodes...)
+	f := followersOf(leader, nodes)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	const total = 40
+	errs := make(chan error, total)
+	var wg sync.WaitGroup
+	started := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range total {
+			if i == total/4 {
+				close(started)
+			}
+			res, err := createNamespace(ctx, f.node, fmt.Sprint("w", i))
+			if err == nil && res.ErrorCode != pb.ErrorCode_ERROR_CODE_OK {
+				err = fmt.Errorf("w%d: %v", i, res)
+			}
+			errs <- err
+		}
+	}()
+	<-started
+	if err := leader.node.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range total {
+		waitNamespace(t, f, fmt.Sprint("w", i))
 	}
 }
