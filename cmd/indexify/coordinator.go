@@ -36,6 +36,9 @@ type coordFlags struct {
 	executorTimeout time.Duration
 	maxAttempts     uint32
 	retryBackoff    time.Duration
+	minQuorum       int
+	stabilization   time.Duration
+	deadServer      time.Duration
 }
 
 func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -53,6 +56,9 @@ func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
 	if dev {
 		return
 	}
+	fs.IntVar(&f.minQuorum, "min-quorum", 0, "autopilot never removes voters below this count (default: --bootstrap-expect)")
+	fs.DurationVar(&f.stabilization, "autopilot-stabilization", 10*time.Second, "a new or rejoining server must be healthy this long before it becomes a voter")
+	fs.DurationVar(&f.deadServer, "autopilot-dead-server-threshold", 5*time.Minute, "a server unreachable this long is removed (never below --min-quorum); negative disables")
 	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/indexify", "directory for the Raft log, snapshots and node identity")
 	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 1, "number of voters of a new cluster; the same value on every node")
 	fs.StringVar(&f.join, "join", "", "comma list of peers' coordinator gRPC addresses: [ID=]HOST:PORT or dns:NAME:PORT (all A records); the same list on every node")
@@ -82,16 +88,19 @@ func (f *coordFlags) nodeConfig(log *slog.Logger) (coordinator.NodeConfig, error
 	}
 	return coordinator.NodeConfig{
 		Cluster: cluster.Config{
-			NodeID:          f.nodeID,
-			DataDir:         filepath.Join(f.dataDir, "coordinator"),
-			RaftBind:        f.raftAddr,
-			RaftAdvertise:   advertise,
-			GRPCAdvertise:   grpcAdv,
-			HTTPAdvertise:   httpAdv,
-			BootstrapExpect: f.bootstrapExpect,
-			Join:            coordclient.ParseTargets(f.join),
-			ElectionTimeout: f.electionTimeout,
-			Logger:          log.With("component", "cluster"),
+			NodeID:              f.nodeID,
+			DataDir:             filepath.Join(f.dataDir, "coordinator"),
+			RaftBind:            f.raftAddr,
+			RaftAdvertise:       advertise,
+			GRPCAdvertise:       grpcAdv,
+			HTTPAdvertise:       httpAdv,
+			BootstrapExpect:     f.bootstrapExpect,
+			Join:                coordclient.ParseTargets(f.join),
+			ElectionTimeout:     f.electionTimeout,
+			Logger:              log,
+			MinQuorum:           f.minQuorum,
+			StabilizationTime:   f.stabilization,
+			DeadServerThreshold: f.deadServer,
 		},
 		Service: coordinator.Config{
 			MaxTaskAttempts: f.maxAttempts,

@@ -10,7 +10,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
+	"github.com/indexify-go/indexify/internal/api"
 	"github.com/indexify-go/indexify/internal/coordclient"
 	"github.com/indexify-go/indexify/internal/coordinator"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
@@ -50,7 +52,7 @@ lives under --data-dir and survives restarts.`,
 			defer node.Shutdown()
 
 			local := []string{loopbackAdvertise(node.GRPCAddr())}
-			conn, err := coordclient.Dial(local)
+			conn, err := coordclient.Dial(local, grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor()))
 			if err != nil {
 				return err
 			}

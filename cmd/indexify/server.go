@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
 	"github.com/indexify-go/indexify/internal/api"
 	"github.com/indexify-go/indexify/internal/blob"
@@ -66,7 +67,7 @@ func newServerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.Default()
-			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators))
+			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators), grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor()))
 			if err != nil {
 				return fmt.Errorf("--coordinator-addr: %w", err)
 			}

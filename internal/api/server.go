@@ -159,6 +159,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error", Code: codeInternal})
 		}
 	}()
+	level, err := parseConsistency(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	r = r.WithContext(withConsistency(r.Context(), level))
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		// No route: let the mux decide between 404, 405 and redirects, but
 		// answer errors in our JSON shape.

@@ -44,12 +44,18 @@ func createNamespace(api *harness.HTTP, name string) error {
 
 func namespaceSet(t *testing.T, api *harness.HTTP) map[string]bool {
 	t.Helper()
+	return namespaceSetAt(t, api, "linearizable")
+}
+
+// namespaceSetAt lists namespaces at a read consistency level.
+func namespaceSetAt(t *testing.T, api *harness.HTTP, level string) map[string]bool {
+	t.Helper()
 	var out struct {
 		Namespaces []struct {
 			Name string `json:"name"`
 		} `json:"namespaces"`
 	}
-	code, body, err := api.JSON(http.MethodGet, "/namespaces", nil, &out)
+	code, body, err := api.JSON(http.MethodGet, "/namespaces?consistency="+level, nil, &out)
 	mustStatus(t, http.StatusOK, code, body, err, "list namespaces")
 	set := map[string]bool{}
 	for _, n := range out.Namespaces {
@@ -71,9 +77,10 @@ func TestClusterFormsWithoutNodeZero(t *testing.T) {
 	})
 	c.Start(0)
 	c.WaitReady(0, 30*time.Second)
-	if got := voters(t, c, 0); fmt.Sprint(got) != "[coordinator-0 coordinator-1 coordinator-2]" {
-		t.Fatalf("voters seen by node 0: %v", got)
-	}
+	// Node 0 is in the bootstrap voter list, but it joins with an empty log,
+	// so it is kept a non-voter until it caught up (an empty voter could
+	// elect a leader missing committed entries), then promoted.
+	c.WaitVoters(0, c.IDs(0, 1, 2), 30*time.Second)
 	st0, _ := c.Status(0)
 	st1, _ := c.Status(1)
 	if st0.GetClusterId() == "" || st0.GetClusterId() != st1.GetClusterId() {
@@ -95,14 +102,19 @@ func TestClusterSimultaneousStartFormsOneCluster(t *testing.T) {
 		ids := map[string]bool{}
 		for i := range c.Nodes {
 			c.WaitReady(i, 30*time.Second)
-			st, err := c.Status(i)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids[st.GetClusterId()] = true
-			if got := voters(t, c, i); len(got) != 3 {
-				t.Fatalf("round %d: %s sees voters %v", round, c.Nodes[i].ID, got)
-			}
+			c.WaitVoters(i, c.IDs(0, 1, 2), 30*time.Second)
+			var id string
+			harness.Eventually(t, 10*time.Second, "cluster id known", func() error {
+				st, err := c.Status(i)
+				if err != nil {
+					return err
+				}
+				if id = st.GetClusterId(); id == "" {
+					return fmt.Errorf("%s has no cluster id yet", c.Nodes[i].ID)
+				}
+				return nil
+			})
+			ids[id] = true
 		}
 		if len(ids) != 1 {
 			t.Fatalf("round %d: %d cluster ids: %v", round, len(ids), ids)
@@ -140,8 +152,10 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	if st.GetClusterId() != before.GetClusterId() {
 		t.Fatalf("wiped node is in cluster %q, want %q", st.GetClusterId(), before.GetClusterId())
 	}
-	if got := voters(t, c, victim); len(got) != 3 {
-		t.Fatalf("voters after rejoin: %v", got)
+	c.WaitVoters(victim, c.IDs(0, 1, 2), 30*time.Second)
+	// The data written before the wipe came back through the snapshot/log.
+	if !namespaceSetAt(t, api, "linearizable")["before-wipe"] {
+		t.Fatal("write from before the wipe is missing")
 	}
 }
 

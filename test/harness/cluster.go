@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,6 +43,9 @@ type Cluster struct {
 // starts none of them.
 func NewCluster(t testing.TB, n int, subnet int, extra ...string) *Cluster {
 	t.Helper()
+	// Autopilot promotes a rejoining server after it was healthy this long;
+	// short here so tests need not wait the production 10 s.
+	extra = append([]string{"--autopilot-stabilization", "1s"}, extra...)
 	c := &Cluster{t: t, base: t.TempDir(), Extra: extra}
 	for i := 0; i < n; i++ {
 		c.Nodes = append(c.Nodes, &Coord{
@@ -180,6 +184,38 @@ func (c *Cluster) WaitLeader(timeout time.Duration) int {
 		return fmt.Errorf("leader %q is not a running node", id)
 	})
 	return leader
+}
+
+// WaitVoters waits until node i sees exactly want as the voters.
+func (c *Cluster) WaitVoters(i int, want []string, timeout time.Duration) {
+	c.t.Helper()
+	sort.Strings(want)
+	Eventually(c.t, timeout, c.Nodes[i].ID+" sees voters "+strings.Join(want, ","), func() error {
+		st, err := c.Status(i)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, m := range st.GetMembers() {
+			if m.GetSuffrage() == "voter" {
+				got = append(got, m.GetId())
+			}
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			return fmt.Errorf("voters %v", got)
+		}
+		return nil
+	})
+}
+
+// IDs returns the node ids of the given indexes.
+func (c *Cluster) IDs(idx ...int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, c.Nodes[i].ID)
+	}
+	return out
 }
 
 // WaitReady waits until node i's /readyz answers 200.
