@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
-	"sort"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,22 +13,6 @@ import (
 )
 
 // Each test takes its own 127.0.<subnet>.x range so clusters never collide.
-
-func voters(t *testing.T, c *harness.Cluster, i int) []string {
-	t.Helper()
-	st, err := c.Status(i)
-	if err != nil {
-		t.Fatalf("status of %s: %v", c.Nodes[i].ID, err)
-	}
-	var out []string
-	for _, m := range st.GetMembers() {
-		if m.GetSuffrage() == "voter" {
-			out = append(out, m.GetId())
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 func createNamespace(api *harness.HTTP, name string) error {
 	code, body, err := api.JSON(http.MethodPost, "/namespaces", map[string]any{"name": name}, nil)
