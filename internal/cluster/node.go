@@ -375,6 +375,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // down. A leader hands leadership over first, so the removal is committed by
 // the next leader without an election timeout.
 func (n *Node) Leave(ctx context.Context) error {
+	if n.shuttingDown.Load() {
+		return ErrShuttingDown
+	}
 	n.mu.Lock()
 	if n.runCancel != nil {
 		n.runCancel() // housekeeping would otherwise re-join us

@@ -194,6 +194,9 @@ func TestLeaderShutdownTransfersLeadership(t *testing.T) {
 	if _, err := old.node.Apply(ctx, &pb.Command{Op: &pb.Command_CreateNamespace{CreateNamespace: &pb.CreateNamespaceCmd{Name: "z"}}}); !errors.Is(err, ErrShuttingDown) {
 		t.Fatalf("apply after shutdown: %v", err)
 	}
+	if err := old.node.Leave(ctx); !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("leave after shutdown: %v", err)
+	}
 	rest := followersOf(old, nodes)
 	newLeader := waitLeader(t, rest...)
 	waitFor(t, "hook running on the new leader", func() (bool, string) {
@@ -321,6 +324,9 @@ func TestJoinRejectsForeignClusterAndBadInput(t *testing.T) {
 	}
 	if _, err := cl.Join(ctx, &pb.JoinRequest{NodeId: "x"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("join without address: %v", err)
+	}
+	if _, err := cl.Join(ctx, &pb.JoinRequest{NodeId: "x", RaftAddr: "no-port"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("join with a bad address: %v", err)
 	}
 	if _, err := cl.RemovePeer(ctx, &pb.RemovePeerRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("remove without id: %v", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/hashicorp/raft"
 	"github.com/indexify-go/indexify/internal/state"
@@ -107,6 +108,14 @@ func (s *service) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.ApplyRes
 func (s *service) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
 	if req.NodeId == "" || req.RaftAddr == "" {
 		return nil, status.Error(codes.InvalidArgument, "node_id and raft_addr are required")
+	}
+	if _, _, err := net.SplitHostPort(req.RaftAddr); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "raft_addr %q: %v", req.RaftAddr, err)
+	}
+	if req.GrpcAddr != "" {
+		if _, _, err := net.SplitHostPort(req.GrpcAddr); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "grpc_addr %q: %v", req.GrpcAddr, err)
+		}
 	}
 	cl, err := s.leaderOrForward(ctx)
 	if err != nil {
