@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,6 +24,7 @@ type autopilot struct {
 	n      *Node
 	mu     sync.Mutex
 	health map[raft.ServerID]*serverHealth
+	ticks  atomic.Int64 // completed ticks (tests observe progress)
 }
 
 type serverHealth struct {
@@ -48,6 +50,7 @@ func (a *autopilot) run(ctx context.Context, term uint64) {
 	defer t.Stop()
 	for {
 		a.tick(ctx, term)
+		a.tickDone()
 		select {
 		case <-ctx.Done():
 			return
@@ -159,6 +162,9 @@ func (a *autopilot) tick(ctx context.Context, term uint64) {
 	}
 	a.pruneNodeInfo(ctx, inCfg)
 }
+
+// tickDone counts a completed tick whatever it decided.
+func (a *autopilot) tickDone() { a.ticks.Add(1) }
 
 func (a *autopilot) promote(ctx context.Context, servers []raft.Server, snap map[raft.ServerID]serverHealth, now time.Time) bool {
 	n := a.n

@@ -8,6 +8,9 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
@@ -415,5 +418,56 @@ func TestWritesSurviveLeaderShutdown(t *testing.T) {
 	}
 	for i := range total {
 		waitNamespace(t, f, fmt.Sprint("w", i))
+	}
+}
+
+// The autopilot removes a dead server after the threshold, but never takes
+// the voters below MinQuorum.
+func TestAutopilotRemovesDeadServersAboveMinQuorum(t *testing.T) {
+	specs := newSpecs(t, 4)
+	s4 := specs[3]
+	static := staticMode(specs[:3])
+	ap := func(c *Config) {
+		c.MinQuorum = 3
+		c.DeadServerThreshold = 2 * time.Second
+	}
+	mode := func(c *Config) { static(c); ap(c) }
+	nodes := []*testNode{
+		startNode(t, specs[0], mode, nil),
+		startNode(t, specs[1], mode, nil),
+		startNode(t, specs[2], mode, nil),
+	}
+	leader := waitLeader(t, nodes...)
+	n4 := startNode(t, s4, func(c *Config) {
+		ap(c)
+		c.Join = []string{leader.spec.grpcAddr}
+	}, nil)
+	waitVoters(t, []string{"n1", "n2", "n3", "n4"}, append(nodes, n4)...)
+
+	n4.stop()
+	leader = waitLeader(t, nodes...)
+	waitVoters(t, []string{"n1", "n2", "n3"}, nodes...)
+	waitFor(t, "n4's NodeInfo pruned", func() (bool, string) {
+		_, ok := leader.fsm.Store().Node("n4")
+		return !ok, ""
+	})
+
+	victim := followersOf(leader, nodes)[0]
+	victim.stop()
+	// Wait until the victim has been dead past the threshold and the
+	// autopilot has decided a few more times; it must keep the voter.
+	a := leader.node.ap
+	var after int64
+	waitFor(t, "victim dead past the threshold", func() (bool, string) {
+		h, ok := a.view(raft.ServerID(victim.spec.id))
+		if ok && !h.healthy && time.Since(h.since) > 2*time.Second {
+			after = a.ticks.Load()
+			return true, ""
+		}
+		return false, fmt.Sprint(h)
+	})
+	waitFor(t, "more autopilot ticks", func() (bool, string) { return a.ticks.Load() >= after+3, "" })
+	if v, _ := members(leader.node); len(v) != 3 {
+		t.Fatalf("autopilot went below MinQuorum: voters %v", v)
 	}
 }
