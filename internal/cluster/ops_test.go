@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -273,10 +274,10 @@ func TestJoinPromoteAndLeave(t *testing.T) {
 	specs4 := newSpecs(t, 4)
 	s4 := specs4[3]
 	s4.id = "n4"
-	var join []string
-	for _, tn := range nodes {
-		join = append(join, tn.spec.grpcAddr)
-	}
+	// Found through a dns: entry ("localhost" resolves to n1's 127.0.0.1),
+	// plus a name that does not resolve, which must not be fatal.
+	_, port, _ := net.SplitHostPort(nodes[0].spec.grpcAddr)
+	join := []string{"dns:localhost:" + port, "dns:no-such-host.invalid:1"}
 	n4 := startNode(t, s4, func(c *Config) { c.Join = join }, nil) // BootstrapExpect 0: join only
 	all := append(append([]*testNode{}, nodes...), n4)
 	waitFor(t, "n4 in the configuration", func() (bool, string) {
