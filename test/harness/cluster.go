@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -36,7 +37,11 @@ type Cluster struct {
 	HTTPPort int
 	RaftPort int
 	Extra    []string // flags added to every node's command line
-	base     string
+	// Expect is --bootstrap-expect (default: the number of nodes).
+	Expect int
+	// JoinIdx lists the nodes named in --join (default: all nodes).
+	JoinIdx []int
+	base    string
 }
 
 // NewCluster prepares n nodes on 127.0.<subnet>.1.. with free ports; it
@@ -93,9 +98,15 @@ func (c *Cluster) HTTPAddr(i int) string {
 
 // JoinList is the static peer list every node gets: ID=HOST:GRPC-PORT.
 func (c *Cluster) JoinList() string {
+	idx := c.JoinIdx
+	if idx == nil {
+		for i := range c.Nodes {
+			idx = append(idx, i)
+		}
+	}
 	var parts []string
-	for i, n := range c.Nodes {
-		parts = append(parts, n.ID+"="+c.GRPCAddr(i))
+	for _, i := range idx {
+		parts = append(parts, c.Nodes[i].ID+"="+c.GRPCAddr(i))
 	}
 	return strings.Join(parts, ",")
 }
@@ -120,11 +131,29 @@ func (c *Cluster) Start(i int) *Coord {
 		"--advertise", net.JoinHostPort(n.IP, strconv.Itoa(c.RaftPort)),
 		"--coordinator-addr", c.GRPCAddr(i),
 		"--coordinator-http-addr", c.HTTPAddr(i),
-		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)),
+		"--bootstrap-expect", strconv.Itoa(c.expect()),
 		"--join", c.JoinList(),
 	}, c.Extra...)
 	n.Proc = Start(c.t, n.ID, args...)
 	return n
+}
+
+func (c *Cluster) expect() int {
+	if c.Expect > 0 {
+		return c.Expect
+	}
+	return len(c.Nodes)
+}
+
+// RaftAddr is node i's Raft address.
+func (c *Cluster) RaftAddr(i int) string {
+	return net.JoinHostPort(c.Nodes[i].IP, strconv.Itoa(c.RaftPort))
+}
+
+// CLI runs an indexify command to completion and returns its output.
+func (c *Cluster) CLI(args ...string) (string, error) {
+	out, err := exec.Command(Binary(c.t), args...).CombinedOutput()
+	return string(out), err
 }
 
 // Running reports whether node i has a live process.

@@ -100,11 +100,17 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // and its output is printed if the test failed.
 func Start(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
+	return StartEnv(t, name, nil, args...)
+}
+
+// StartEnv is Start with extra environment variables (KEY=VALUE).
+func StartEnv(t testing.TB, name string, env []string, args ...string) *Proc {
+	t.Helper()
 	cmd := exec.Command(Binary(t), args...)
 	p := &Proc{Name: name, cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	w := lockedWriter{mu: p.mu, b: p.log}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.Env = append(os.Environ(), "INDEXIFY_LOG_FORMAT=text")
+	cmd.Env = append(append(os.Environ(), "INDEXIFY_LOG_FORMAT=text"), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
