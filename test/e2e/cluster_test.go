@@ -64,11 +64,20 @@ func TestClusterFormsWithoutNodeZero(t *testing.T) {
 	// so it is kept a non-voter until it caught up (an empty voter could
 	// elect a leader missing committed entries), then promoted.
 	c.WaitVoters(0, c.IDs(0, 1, 2), 30*time.Second)
-	st0, _ := c.Status(0)
-	st1, _ := c.Status(1)
-	if st0.GetClusterId() == "" || st0.GetClusterId() != st1.GetClusterId() {
-		t.Fatalf("cluster ids differ: %q vs %q", st0.GetClusterId(), st1.GetClusterId())
-	}
+	harness.Eventually(t, 10*time.Second, "node 0 in the same cluster", func() error {
+		st0, err := c.Status(0)
+		if err != nil {
+			return err
+		}
+		st1, err := c.Status(1)
+		if err != nil {
+			return err
+		}
+		if st0.GetClusterId() == "" || st0.GetClusterId() != st1.GetClusterId() {
+			return fmt.Errorf("cluster ids differ: %q vs %q", st0.GetClusterId(), st1.GetClusterId())
+		}
+		return nil
+	})
 }
 
 // All nodes started together, in a random order, form exactly one cluster.

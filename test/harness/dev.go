@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -68,6 +69,21 @@ func (d *Dev) start() {
 			}
 		}
 		return fmt.Errorf("no default namespace yet: %s", body)
+	})
+	// The embedded executor registers its extractors a moment after the API
+	// answers; graphs naming them are refused until then.
+	Eventually(d.t, 30*time.Second, "indexify dev's executor registered", func() error {
+		var out struct {
+			Extractors []json.RawMessage `json:"extractors"`
+		}
+		code, body, err := d.API.JSON(http.MethodGet, "/extractors", nil, &out)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK || len(out.Extractors) == 0 {
+			return fmt.Errorf("GET /extractors: %d %s", code, body)
+		}
+		return nil
 	})
 }
 
