@@ -98,6 +98,23 @@ func TestClusterQuorumLossRunbook(t *testing.T) {
 		return nil
 	})
 
+	// Liveness never depends on quorum (a failing liveness probe would only
+	// make Kubernetes kill the survivor); readiness does.
+	health := harness.NewHTTP("http://" + c.HTTPAddr(0))
+	if code, body, err := health.Do(t.Context(), http.MethodGet, "/livez", "", nil); err != nil || code != http.StatusOK {
+		t.Fatalf("/livez without quorum: %d %v %s", code, err, body)
+	}
+	harness.Eventually(t, 30*time.Second, "/readyz reports not ready without quorum", func() error {
+		code, body, err := health.Do(t.Context(), http.MethodGet, "/readyz", "", nil)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/readyz %d %s", code, body)
+		}
+		return nil
+	})
+
 	// Runbook step 1: stop the survivor. Step 2: rewrite its peer set.
 	c.Nodes[0].Signal(15)
 	if !c.Nodes[0].Wait(30 * time.Second) {
