@@ -34,6 +34,18 @@ func (f *clusterFlags) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), f.timeout)
 }
 
+// call connects to any coordinator and runs fn within the deadline.
+func (f *clusterFlags) call(fn func(context.Context, pb.ClusterServiceClient) error) error {
+	c, closeFn, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := f.ctx()
+	defer cancel()
+	return fn(ctx, c)
+}
+
 func newClusterCmd() *cobra.Command {
 	f := &clusterFlags{}
 	cmd := &cobra.Command{
@@ -59,24 +71,19 @@ func newClusterStatusCmd(f *clusterFlags, use, short string) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, closeFn, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ctx, cancel := f.ctx()
-			defer cancel()
-			st, err := c.Status(ctx, &pb.StatusRequest{})
-			if err != nil {
-				return fmt.Errorf("status: %w", err)
-			}
-			w := cmd.OutOrStdout()
-			if use == "status" {
-				fmt.Fprintf(w, "cluster:   %s\nleader:    %s\nanswered:  %s (%s)\nterm:      %d\ncommit:    %d\napplied:   %d\n\n",
-					st.GetClusterId(), st.GetLeaderId(), st.GetNodeId(), st.GetState(), st.GetTerm(), st.GetCommitIndex(), st.GetAppliedIndex())
-			}
-			printMembers(w, st.GetMembers())
-			return nil
+			return f.call(func(ctx context.Context, c pb.ClusterServiceClient) error {
+				st, err := c.Status(ctx, &pb.StatusRequest{})
+				if err != nil {
+					return fmt.Errorf("status: %w", err)
+				}
+				w := cmd.OutOrStdout()
+				if use == "status" {
+					fmt.Fprintf(w, "cluster:   %s\nleader:    %s\nanswered:  %s (%s)\nterm:      %d\ncommit:    %d\napplied:   %d\n\n",
+						st.GetClusterId(), st.GetLeaderId(), st.GetNodeId(), st.GetState(), st.GetTerm(), st.GetCommitIndex(), st.GetAppliedIndex())
+				}
+				printMembers(w, st.GetMembers())
+				return nil
+			})
 		},
 	}
 }
@@ -101,23 +108,18 @@ func newTransferLeaderCmd(f *clusterFlags) *cobra.Command {
 		Short: "Hand leadership to NODE-ID (or to the most up-to-date follower)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, closeFn, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ctx, cancel := f.ctx()
-			defer cancel()
-			req := &pb.TransferLeaderRequest{}
-			if len(args) == 1 {
-				req.NodeId = args[0]
-			}
-			resp, err := c.TransferLeader(ctx, req)
-			if err != nil {
-				return fmt.Errorf("transfer-leader: %w", err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "leader is now", resp.GetNewLeaderId())
-			return nil
+			return f.call(func(ctx context.Context, c pb.ClusterServiceClient) error {
+				req := &pb.TransferLeaderRequest{}
+				if len(args) == 1 {
+					req.NodeId = args[0]
+				}
+				resp, err := c.TransferLeader(ctx, req)
+				if err != nil {
+					return fmt.Errorf("transfer-leader: %w", err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "leader is now", resp.GetNewLeaderId())
+				return nil
+			})
 		},
 	}
 }
@@ -128,18 +130,13 @@ func newRemovePeerCmd(f *clusterFlags) *cobra.Command {
 		Short: "Remove a member from the cluster (scale-down or a dead node); never needed for restarts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, closeFn, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ctx, cancel := f.ctx()
-			defer cancel()
-			if _, err := c.RemovePeer(ctx, &pb.RemovePeerRequest{NodeId: args[0]}); err != nil {
-				return fmt.Errorf("remove-peer: %w", err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "removed", args[0])
-			return nil
+			return f.call(func(ctx context.Context, c pb.ClusterServiceClient) error {
+				if _, err := c.RemovePeer(ctx, &pb.RemovePeerRequest{NodeId: args[0]}); err != nil {
+					return fmt.Errorf("remove-peer: %w", err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "removed", args[0])
+				return nil
+			})
 		},
 	}
 }
@@ -151,56 +148,58 @@ func newSnapshotCmd(f *clusterFlags) *cobra.Command {
 		Short: "Write a snapshot of the current state to FILE",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, closeFn, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			ctx, cancel := f.ctx()
-			defer cancel()
-			stream, err := c.Snapshot(ctx, &pb.SnapshotRequest{})
-			if err != nil {
-				return fmt.Errorf("snapshot: %w", err)
-			}
-			tmp := args[0] + ".partial"
-			out, err := os.Create(tmp)
-			if err != nil {
-				return err
-			}
-			var n int64
-			for {
-				chunk, err := stream.Recv()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					out.Close()
-					os.Remove(tmp)
-					return fmt.Errorf("snapshot: %w", err)
-				}
-				if _, err := out.Write(chunk.GetData()); err != nil {
-					out.Close()
-					os.Remove(tmp)
-					return err
-				}
-				n += int64(len(chunk.GetData()))
-			}
-			if err := out.Sync(); err != nil {
-				out.Close()
-				return err
-			}
-			if err := out.Close(); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes to %s\n", n, args[0])
-			return nil
+			return f.call(func(ctx context.Context, c pb.ClusterServiceClient) error {
+				return saveSnapshot(ctx, cmd, c, args[0])
+			})
 		},
 	}
 	cmd.AddCommand(save, newSnapshotRestoreCmd(f))
 	return cmd
+}
+
+// saveSnapshot streams a snapshot into path via a temporary file, so a
+// failed transfer never leaves a truncated backup under the final name.
+func saveSnapshot(ctx context.Context, cmd *cobra.Command, c pb.ClusterServiceClient, path string) (err error) {
+	stream, err := c.Snapshot(ctx, &pb.SnapshotRequest{})
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	tmp := path + ".partial"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			out.Close()
+			os.Remove(tmp)
+		}
+	}()
+	var n int64
+	for {
+		chunk, rerr := stream.Recv()
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("snapshot: %w", rerr)
+		}
+		if _, err := out.Write(chunk.GetData()); err != nil {
+			return err
+		}
+		n += int64(len(chunk.GetData()))
+	}
+	if err := out.Sync(); err != nil {
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "saved %d bytes to %s\n", n, path)
+	return nil
 }
 
 func newSnapshotRestoreCmd(f *clusterFlags) *cobra.Command {
