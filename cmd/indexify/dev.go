@@ -10,12 +10,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
-	"github.com/indexify-go/indexify/internal/api"
 	"github.com/indexify-go/indexify/internal/coordclient"
 	"github.com/indexify-go/indexify/internal/coordinator"
-	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 func newDevCmd() *cobra.Command {
@@ -52,12 +49,12 @@ lives under --data-dir and survives restarts.`,
 			defer node.Shutdown()
 
 			local := []string{loopbackAdvertise(node.GRPCAddr())}
-			conn, err := coordclient.Dial(local, grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor()))
+			conn, err := coordclient.Dial(local, apiDialOptions()...)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			srv, err := sf.apiServer(dataDir, pb.NewCoordinatorServiceClient(conn), log)
+			srv, err := sf.apiServer(dataDir, conn, log)
 			if err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 }
 
 // startAPI builds the API server over a coordinator connection.
-func (f *serverFlags) apiServer(dataDir string, coord pb.CoordinatorServiceClient, log *slog.Logger) (*api.Server, error) {
+func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog.Logger) (*api.Server, error) {
 	dir := f.blobDir
 	if dir == "" {
 		if dataDir == "" {
@@ -52,10 +52,17 @@ func (f *serverFlags) apiServer(dataDir string, coord pb.CoordinatorServiceClien
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUpload,
 		Blob:           store,
-		Coordinator:    coord,
+		Coordinator:    pb.NewCoordinatorServiceClient(conn),
+		Cluster:        pb.NewClusterServiceClient(conn),
 		Logger:         log.With("component", "api"),
 		RequestTimeout: f.requestTimeout,
 	}), nil
+}
+
+// apiDialOptions are the interceptors of an API server's coordinator
+// connection: read consistency from the query string, request ids.
+func apiDialOptions() []grpc.DialOption {
+	return append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor())}, api.RequestIDInterceptors()...)
 }
 
 func newServerCmd() *cobra.Command {
@@ -67,12 +74,12 @@ func newServerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.Default()
-			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators), grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor()))
+			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators), apiDialOptions()...)
 			if err != nil {
 				return fmt.Errorf("--coordinator-addr: %w", err)
 			}
 			defer conn.Close()
-			srv, err := f.apiServer(dataDir, pb.NewCoordinatorServiceClient(conn), log)
+			srv, err := f.apiServer(dataDir, conn, log)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/indexify-go/indexify/internal/requestid"
 )
 
 // Error codes of the JSON error body. Clients of the original API only read
@@ -120,9 +122,11 @@ func fromStatus(st *status.Status) *apiError {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := toAPIError(err)
 	if ae.status >= 500 {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err,
+			"request_id", requestid.From(r.Context()))
 	} else {
-		s.log.Debug("request rejected", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", ae.msg)
+		s.log.Debug("request rejected", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", ae.msg,
+			"request_id", requestid.From(r.Context()))
 	}
 	writeJSON(w, ae.status, errorBody{Error: ae.msg, Code: ae.code})
 }

@@ -104,6 +104,7 @@ func (s *Server) stage(ctx context.Context, ns, contentID string, src io.Reader,
 		}
 		return nil, fmt.Errorf("storing blob: %w", err)
 	}
+	s.countIngested(info.Size)
 	if mt == "" {
 		mt = octetStream
 	}

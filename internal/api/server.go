@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -50,6 +51,10 @@ type Config struct {
 	// HTTPClient fetches remote files (default: a client with
 	// RemoteFetchTimeout that follows at most 5 http(s) redirects).
 	HTTPClient *http.Client
+	// Cluster answers GET /cluster (optional: without it the route is 503).
+	Cluster pb.ClusterServiceClient
+	// Metrics is the registry GET /metrics serves (default: a new one).
+	Metrics *prometheus.Registry
 }
 
 // Server is the HTTP API server.
@@ -58,6 +63,8 @@ type Server struct {
 	log          *slog.Logger
 	mux          *http.ServeMux
 	handler      http.Handler
+	metrics      *apiMetrics
+	patterns     []string      // every pattern registered on mux, for the OpenAPI check
 	stopping     chan struct{} // closed when graceful shutdown starts
 	stoppingOnce sync.Once
 }
@@ -90,20 +97,22 @@ func New(cfg Config) *Server {
 		log:      cfg.Logger,
 		mux:      http.NewServeMux(),
 		stopping: make(chan struct{}),
+		metrics:  newAPIMetrics(cfg.Metrics),
 	}
 	s.routes()
-	s.handler = http.HandlerFunc(s.serveHTTP)
+	s.operatorRoutes()
+	s.handler = s.observe(http.HandlerFunc(s.serveHTTP))
 	return s
 }
 
 func (s *Server) routes() {
 	h := func(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
-		s.mux.Handle(pattern, s.wrap(fn))
+		s.handle(pattern, s.wrap(fn))
 	}
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	s.handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("Indexify Server"))
-	})
+	}))
 
 	h("GET /namespaces", s.listNamespaces)
 	h("POST /namespaces", s.createNamespace)
@@ -134,6 +143,12 @@ func (s *Server) routes() {
 	h("GET "+content+"/wait", s.waitContent)
 
 	h("POST /internal/executors/{executor_id}/tasks/{task_id}/result", s.taskResult)
+}
+
+// handle registers a route and remembers its pattern.
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
 }
 
 // wrap turns a handler returning an error into an http.Handler writing the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -33,6 +34,9 @@ type NodeConfig struct {
 	// ShutdownTimeout bounds the leadership hand-off on shutdown.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// Metrics is the registry /metrics serves (default: a new one per node,
+	// so several nodes can share a process).
+	Metrics *prometheus.Registry
 }
 
 // Node is a running coordinator: Raft member, gRPC API, health endpoints and,
@@ -47,6 +51,7 @@ type Node struct {
 	http    *http.Server
 	grpcLn  net.Listener
 	httpLn  net.Listener
+	metrics *nodeMetrics
 }
 
 // StartNode opens the data directory, starts listening and joins or forms
@@ -77,8 +82,16 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, store: store, cluster: cn, grpcLn: grpcLn, httpLn: httpLn}
-	n.svc = New(store, cn, cfg.Service, log)
-	n.grpc = grpc.NewServer()
+	n.metrics = newNodeMetrics(cfg.Metrics)
+	applier := instrumentedApply{cn: cn, m: n.metrics}
+	n.svc = New(store, applier, cfg.Service, log)
+	if err := n.metrics.register(store, cn, n.svc); err != nil {
+		cn.Shutdown(ctx)
+		grpcLn.Close()
+		httpLn.Close()
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	n.grpc = grpc.NewServer(callLogger{log: log.With("component", "grpc"), m: n.metrics}.serverOptions()...)
 	pb.RegisterCoordinatorServiceServer(n.grpc, n.svc)
 	cn.RegisterGRPC(n.grpc)
 	n.health = health.NewServer()
@@ -88,7 +101,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	schedCfg.NodeID = cfg.Cluster.NodeID
 	cn.RunWhileLeader(func(lctx context.Context, term uint64) {
 		log.Info("leadership gained: scheduler starting", "term", term)
-		scheduler.New(store, cn, schedCfg, log.With("component", "scheduler")).Run(lctx, term)
+		scheduler.New(store, applier, schedCfg, log.With("component", "scheduler")).Run(lctx, term)
 		log.Info("leadership lost: scheduler stopped", "term", term)
 	})
 
@@ -109,7 +122,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	mux.HandleFunc("GET /readyz", ready)
 	mux.HandleFunc("GET /startupz", ready)
-	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	go func() {
@@ -158,6 +171,9 @@ func (n *Node) Cluster() *cluster.Node { return n.cluster }
 // GRPCAddr is the address the gRPC API listens on.
 func (n *Node) GRPCAddr() string { return n.grpcLn.Addr().String() }
 
+// Metrics returns the registry the node's /metrics serves.
+func (n *Node) Metrics() *prometheus.Registry { return n.metrics.reg }
+
 // HTTPAddr is the address the health/metrics endpoints listen on.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 
@@ -195,4 +211,5 @@ func (n *Node) stopServers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = n.http.Shutdown(ctx)
+	n.metrics.close(n.cluster)
 }
