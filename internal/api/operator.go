@@ -8,8 +8,12 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -75,6 +79,17 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if st.GetState() != "Leader" && st.GetLeaderAddr() != "" {
+		// Only the leader tracks every member's health and last contact (a
+		// follower knows just itself and the leader), so ask it; its
+		// answer is the operator's view. On failure the follower's
+		// answer still says who leads.
+		if lst, err := s.leaderStatus(r.Context(), st.GetLeaderAddr()); err == nil && lst.GetState() == "Leader" {
+			st = lst
+		} else if err != nil {
+			s.log.Debug("leader status unavailable; showing a follower's view", "leader", st.GetLeaderAddr(), "err", err)
+		}
+	}
 	out := clusterJSON{
 		NodeID: st.GetNodeId(), ClusterID: st.GetClusterId(), State: st.GetState(),
 		LeaderID: st.GetLeaderId(), LeaderAddr: st.GetLeaderAddr(), Term: st.GetTerm(),
@@ -90,6 +105,33 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// leaderConns caches one connection per leader address seen; there are as
+// many as coordinators, so the cache stays small.
+type leaderConns struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func (s *Server) leaderStatus(ctx context.Context, addr string) (*pb.StatusResponse, error) {
+	s.leaders.mu.Lock()
+	cc, ok := s.leaders.conns[addr]
+	if !ok {
+		var err error
+		if cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			s.leaders.mu.Unlock()
+			return nil, err
+		}
+		if s.leaders.conns == nil {
+			s.leaders.conns = map[string]*grpc.ClientConn{}
+		}
+		s.leaders.conns[addr] = cc
+	}
+	s.leaders.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return pb.NewClusterServiceClient(cc).Status(ctx, &pb.StatusRequest{})
 }
 
 type executorJSON struct {

@@ -65,6 +65,7 @@ type Server struct {
 	handler      http.Handler
 	metrics      *apiMetrics
 	patterns     []string      // every pattern registered on mux, for the OpenAPI check
+	leaders      leaderConns   // GET /cluster asks the leader for member health
 	stopping     chan struct{} // closed when graceful shutdown starts
 	stoppingOnce sync.Once
 }

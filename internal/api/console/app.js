@@ -39,6 +39,16 @@ function setStatus(ok, text) {
   s.className = "status" + (ok ? "" : " bad");
 }
 
+// health: the leader tracks every member, so a member it does not call
+// healthy is unhealthy (a server it never reached since it was elected has
+// no last contact). A follower knows only itself and the leader: the other
+// members are "unknown" in its answer, not "unhealthy".
+function health(m, answeredByLeader) {
+  if (m.healthy) return el("td", { class: "ok" }, "healthy");
+  if (!answeredByLeader && m.last_contact_ms < 0) return el("td", { class: "muted" }, "unknown");
+  return el("td", { class: "bad" }, "unhealthy");
+}
+
 async function refreshCluster() {
   try {
     const c = await getJSON("/cluster");
@@ -55,7 +65,7 @@ async function refreshCluster() {
       el("td", {}, m.raft_addr),
       el("td", {}, m.grpc_addr),
       el("td", {}, ago(m.last_contact_ms)),
-      el("td", { class: m.healthy ? "ok" : "bad" }, m.healthy ? "healthy" : "unhealthy")), "no members");
+      health(m, c.state === "Leader")), "no members");
     setStatus(true, "updated " + new Date().toLocaleTimeString());
   } catch (e) {
     setStatus(false, "cluster: " + e.message);
@@ -109,7 +119,7 @@ function drawGraph(g) {
     const d = depthOf(p.name);
     (columns[d] = columns[d] || []).push(p.name);
   }
-  const W = 170, H = 44, GX = 60, GY = 18, pos = {};
+  const W = 210, H = 44, GX = 60, GY = 18, pos = {};
   columns.forEach((col, x) => (col || []).forEach((name, y) => { pos[name] = { x: 10 + x * (W + GX), y: 10 + y * (H + GY) }; }));
   const height = Math.max(...columns.map((c) => (c || []).length)) * (H + GY) + 20;
   svg.setAttribute("height", String(height));
@@ -128,8 +138,15 @@ function drawGraph(g) {
   }
 }
 
-function outcomeClass(o) {
-  return o === "success" ? "ok" : o === "failed" ? "bad" : "pending";
+// taskState names where a task is: the API's outcome "unknown" is
+// "running" once an executor holds it and "pending" before.
+function taskState(t) {
+  if (t.outcome !== "unknown") return t.outcome;
+  return t.executor_id ? "running" : "pending";
+}
+
+function stateClass(s) {
+  return s === "success" ? "ok" : s === "failed" ? "bad" : "pending";
 }
 
 async function refreshNamespace() {
@@ -161,10 +178,10 @@ async function refreshNamespace() {
     rows($("content-rows"), content_list, (c) => el("tr", {},
       el("td", {}, el("code", {}, c.id)), el("td", {}, c.source), el("td", {}, c.parent_id || "—"),
       el("td", {}, c.mime_type), el("td", {}, c.size),
-      el("td", {}, ...(byContent[c.id] || []).map((t) => el("span", { class: outcomeClass(t.outcome) }, `${t.extraction_policy_name}: ${t.outcome} `)))), "no content");
+      el("td", {}, ...(byContent[c.id] || []).map((t) => el("span", { class: stateClass(taskState(t)) }, `${t.extraction_policy_name}: ${taskState(t)} `)))), "no content");
     rows($("task-rows"), tasks, (t) => el("tr", {},
       el("td", {}, el("code", {}, t.id)), el("td", {}, t.extraction_policy_name), el("td", {}, t.extractor),
-      el("td", {}, el("code", {}, t.content_id)), el("td", { class: outcomeClass(t.outcome) }, t.outcome),
+      el("td", {}, el("code", {}, t.content_id)), el("td", { class: stateClass(taskState(t)) }, taskState(t)),
       el("td", {}, t.executor_id || "—"), el("td", {}, t.attempts), el("td", {}, t.last_error || "")), "no tasks");
   } catch (e) {
     setStatus(false, "namespace: " + e.message);
