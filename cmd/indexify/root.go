@@ -34,6 +34,10 @@ func newRootCmd() *cobra.Command {
   indexify executor      runs extractors on tasks pushed by the coordinators
   indexify cluster ...   operate a coordinator cluster
 
+API client commands (against --server, default http://localhost:8900):
+  indexify namespace|graph|content|task ...   and   indexify executor list
+  indexify completion bash|zsh|fish           shell completion script
+
 Every flag can also be set as INDEXIFY_<FLAG> in the environment (--data-dir is
 INDEXIFY_DATA_DIR) or as <flag> in the YAML file given with --config (data_dir:).
 Flags win over the environment, which wins over the file.`,
@@ -49,7 +53,8 @@ Flags win over the environment, which wins over the file.`,
 	root.PersistentFlags().StringVar(&g.configFile, "config", "", "YAML file with settings (keys are flag names with _ for -)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
-	root.AddCommand(newDevCmd(), newCoordinatorCmd(), newServerCmd(), newExecutorCmd(), newClusterCmd(), newVersionCmd())
+	root.AddCommand(newDevCmd(), newCoordinatorCmd(), newServerCmd(), addExecutorList(newExecutorCmd()), newClusterCmd(), newVersionCmd())
+	root.AddCommand(clientCommands()...)
 	return root
 }
 
