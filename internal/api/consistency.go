@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -42,18 +44,35 @@ func withConsistency(ctx context.Context, level pb.ReadConsistency) context.Cont
 
 // ReadConsistencyInterceptor must be installed on the API server's
 // coordinator connection for ?consistency= to take effect.
+//
+// It also gives the default level read-your-writes for absent objects: API
+// servers and executors may reach different coordinators, so content just
+// created through one (an executor's chunk, say) can be missing on a replica
+// a few milliseconds behind. A NotFound at the default level is therefore
+// confirmed once at the linearizable level before the caller sees it.
 func ReadConsistencyInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if level, ok := ctx.Value(consistencyKey{}).(pb.ReadConsistency); ok {
-			if m, ok := req.(proto.Message); ok {
-				msg := m.ProtoReflect()
-				if fd := msg.Descriptor().Fields().ByName("consistency"); fd != nil && !msg.Has(fd) {
-					c := proto.Clone(m)
-					c.ProtoReflect().Set(fd, protoreflect.ValueOfEnum(protoreflect.EnumNumber(level)))
-					req = c
-				}
-			}
+		m, ok := req.(proto.Message)
+		if !ok {
+			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		fd := m.ProtoReflect().Descriptor().Fields().ByName("consistency")
+		if fd == nil || m.ProtoReflect().Has(fd) {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		level, _ := ctx.Value(consistencyKey{}).(pb.ReadConsistency)
+		withLevel := func(l pb.ReadConsistency) proto.Message {
+			c := proto.Clone(m)
+			c.ProtoReflect().Set(fd, protoreflect.ValueOfEnum(protoreflect.EnumNumber(l)))
+			return c
+		}
+		if level != pb.ReadConsistency_READ_CONSISTENCY_DEFAULT {
+			return invoker(ctx, method, withLevel(level), reply, cc, opts...)
+		}
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if status.Code(err) != codes.NotFound {
+			return err
+		}
+		return invoker(ctx, method, withLevel(pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE), reply, cc, opts...)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -42,6 +44,34 @@ func TestReadConsistencyInterceptorFillsUnsetLevel(t *testing.T) {
 	_ = icpt(ctx, "/m", write, nil, nil, invoker)
 	if got != write {
 		t.Fatal("a write request was replaced")
+	}
+}
+
+func TestDefaultLevelConfirmsNotFoundLinearizably(t *testing.T) {
+	icpt := ReadConsistencyInterceptor()
+	var levels []pb.ReadConsistency
+	invoker := func(_ context.Context, _ string, req, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		l := req.(*pb.GetContentRequest).GetConsistency()
+		levels = append(levels, l)
+		if l == pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
+			return nil // the lagging replica's answer was stale: the leader has it
+		}
+		return status.Error(codes.NotFound, "content not found")
+	}
+	if err := icpt(context.Background(), "/m", &pb.GetContentRequest{}, nil, nil, invoker); err != nil {
+		t.Fatalf("err = %v, want the linearizable answer", err)
+	}
+	if len(levels) != 2 || levels[0] != pb.ReadConsistency_READ_CONSISTENCY_DEFAULT || levels[1] != pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
+		t.Fatalf("levels tried = %v", levels)
+	}
+	// A stale read asked for explicitly is not upgraded.
+	levels = nil
+	ctx := withConsistency(context.Background(), pb.ReadConsistency_READ_CONSISTENCY_STALE)
+	if err := icpt(ctx, "/m", &pb.GetContentRequest{}, nil, nil, invoker); status.Code(err) != codes.NotFound {
+		t.Fatalf("stale read: %v", err)
+	}
+	if len(levels) != 1 {
+		t.Fatalf("stale read tried %v", levels)
 	}
 }
 
