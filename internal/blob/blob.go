@@ -1,7 +1,7 @@
 // Package blob stores the bytes of content. The coordinator only ever sees a
-// blob's URL, size and hash; the bytes live behind Store so the API server can
-// use local disk today and an object store (S3) later without changes to the
-// callers.
+// blob's URL, size and hash; the bytes live behind Store so the API server
+// uses local disk (Disk) or an S3-compatible object store (S3) without
+// changes to the callers.
 package blob
 
 import (
@@ -41,6 +41,10 @@ var (
 	ErrInvalidKey = errors.New("invalid blob key")
 	// ErrForeignURL: the URL does not belong to this store.
 	ErrForeignURL = errors.New("blob url does not belong to this store")
+	// ErrUnavailable: the storage service could not be reached or did not
+	// answer in time (after retries). The operation may succeed later; the
+	// API answers 503 so clients retry instead of treating it as a bug.
+	ErrUnavailable = errors.New("blob storage unavailable")
 )
 
 // ValidateKey checks a blob key: slash-separated, non-empty segments, none of
