@@ -51,12 +51,12 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 				urlFor: s.URLFor,
 				stored: func(t *testing.T) []string { return s3Stored(t, s) },
 				foreign: []string{
-					"s3://other-bucket/pfx/ns/x",                   // another bucket
-					S3URLScheme + s.Bucket() + "/ns/x",             // outside the prefix
-					S3URLScheme + s.Bucket() + "/pfx/../ns/x",      // dot segments
-					S3URLScheme + s.Bucket() + "/pfx/ns//x",        // empty segment
-					S3URLScheme + s.Bucket() + "/pfx/",             // the prefix itself
-					S3URLScheme + s.Bucket() + "x/pfx/ns/x",        // bucket name prefix
+					"s3://other-bucket/pfx/ns/x",              // another bucket
+					S3URLScheme + s.Bucket() + "/ns/x",        // outside the prefix
+					S3URLScheme + s.Bucket() + "/pfx/../ns/x", // dot segments
+					S3URLScheme + s.Bucket() + "/pfx/ns//x",   // empty segment
+					S3URLScheme + s.Bucket() + "/pfx/",        // the prefix itself
+					S3URLScheme + s.Bucket() + "x/pfx/ns/x",   // bucket name prefix
 					"file:///etc/passwd", "", S3URLScheme + s.Bucket(),
 				},
 			}
