@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/indexify-go/indexify/internal/api"
-	"github.com/indexify-go/indexify/internal/blob"
 	"github.com/indexify-go/indexify/internal/coordclient"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -26,6 +24,7 @@ type serverFlags struct {
 	blobDir        string
 	maxUpload      int64
 	requestTimeout time.Duration
+	blob           blobFlags
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet) {
@@ -33,18 +32,12 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.blobDir, "blob-dir", "", "directory for content blobs (default: <data-dir>/blobs)")
 	fs.Int64Var(&f.maxUpload, "max-upload-bytes", 1<<30, "largest accepted upload in bytes")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "deadline of one coordinator call made for an HTTP request")
+	f.blob.register(fs)
 }
 
 // startAPI builds the API server over a coordinator connection.
 func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog.Logger) (*api.Server, error) {
-	dir := f.blobDir
-	if dir == "" {
-		if dataDir == "" {
-			return nil, fmt.Errorf("--blob-dir or --data-dir is required")
-		}
-		dir = filepath.Join(dataDir, "blobs")
-	}
-	store, err := blob.NewDisk(dir)
+	store, err := f.blob.open(f.blobDir, dataDir, log)
 	if err != nil {
 		return nil, fmt.Errorf("blob storage: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/indexify-go/indexify/internal/blob"
 	"github.com/indexify-go/indexify/internal/requestid"
 )
 
@@ -86,6 +87,9 @@ func toAPIError(err error) *apiError {
 		return fromStatus(st)
 	}
 	switch {
+	case errors.Is(err, blob.ErrUnavailable):
+		// Storage outage or overload: retryable, like a coordinator outage.
+		return newError(http.StatusServiceUnavailable, codeUnavailable, "blob storage unavailable, retry later: %v", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return newError(http.StatusGatewayTimeout, codeDeadline, "deadline exceeded: %v", err)
 	case errors.Is(err, context.Canceled):
