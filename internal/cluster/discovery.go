@@ -19,7 +19,7 @@ func (n *Node) maintain(ctx context.Context) {
 	et := n.cfg.ElectionTimeout
 	discoverBO := newBackoff(et/4, 5*time.Second)
 	rejoinBO := newBackoff(5*et, 30*time.Second)
-	var nextRejoin time.Time
+	var nextRejoin, nextProbe time.Time
 	for ctx.Err() == nil {
 		if !n.hasState() {
 			if n.discoverOnce(ctx) {
@@ -30,17 +30,36 @@ func (n *Node) maintain(ctx context.Context) {
 			discoverBO.wait(ctx)
 			continue
 		}
-		if n.housekeep(ctx) {
+		probed := false
+		usable := n.housekeep(ctx)
+		if usable {
 			rejoinBO.reset()
 			nextRejoin = time.Time{}
 		} else if len(n.targets) > 0 && time.Now().After(nextRejoin) {
 			// No usable leader for a while: our address may have changed or
 			// we may have been removed; ask the cluster to (re)admit us.
 			n.rejoin(ctx)
+			probed = true
 			nextRejoin = time.Now().Add(rejoinBO.next())
+		}
+		// Keep the address book fresh: every few seconds, and every round
+		// while no leader is usable -- after a full-cluster restart with new
+		// IPs the book is the only way for candidates to reach each other.
+		if len(n.targets) > 0 && !probed && (!usable || time.Now().After(nextProbe)) {
+			n.probeAll(ctx)
+			probed = true
+		}
+		if probed {
+			nextProbe = time.Now().Add(n.addrProbeInterval())
 		}
 		sleepCtx(ctx, et)
 	}
+}
+
+// addrProbeInterval is how often a node with a usable leader re-probes its
+// Join targets for the address book.
+func (n *Node) addrProbeInterval() time.Duration {
+	return max(5*n.cfg.ElectionTimeout, 2*time.Second)
 }
 
 type probeAnswer struct {
@@ -109,6 +128,7 @@ func (n *Node) probeAll(ctx context.Context) []probeAnswer {
 			if err != nil || resp.NodeId == "" || resp.NodeId == n.cfg.NodeID {
 				return
 			}
+			n.book.learnProbe(resp, t.addr)
 			mu.Lock()
 			out = append(out, probeAnswer{addr: t.addr, wantID: t.id, resp: resp})
 			mu.Unlock()
@@ -381,6 +401,7 @@ func (n *Node) learnClusterID(ctx context.Context) {
 		cancel()
 		if err == nil && resp.NodeId == id && resp.ClusterId != "" {
 			n.adoptClusterID(resp.ClusterId)
+			n.book.learnProbe(resp, addr)
 			return
 		}
 	}

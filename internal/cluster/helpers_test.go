@@ -107,10 +107,14 @@ func freeRaftPort(t testing.TB, ips []string) int {
 }
 
 // newSpecs makes k node specs on 127.0.0.1..k sharing one Raft port.
-func newSpecs(t testing.TB, k int) []*spec {
+func newSpecs(t testing.TB, k int) []*spec { return newSpecsAt(t, k, 1) }
+
+// newSpecsAt makes k node specs n1..nk on 127.0.0.first.. sharing one Raft
+// port.
+func newSpecsAt(t testing.TB, k, first int) []*spec {
 	t.Helper()
 	var ips []string
-	for i := 1; i <= k; i++ {
+	for i := first; i < first+k; i++ {
 		ips = append(ips, fmt.Sprintf("127.0.0.%d", i))
 	}
 	port := freeRaftPort(t, ips)

@@ -69,7 +69,7 @@ func (n *Node) startSessionLocked() {
 	ctx, cancel := context.WithCancel(n.runCtx)
 	s := &leaderSession{cancel: cancel, done: make(chan struct{})}
 	n.session = s
-	fns := append([]func(context.Context, uint64){n.ap.run, n.upsertSelfAsLeader}, n.leaderFns...)
+	fns := append([]func(context.Context, uint64){n.ap.run, n.upsertSelfAsLeader, n.updateOwnAddress}, n.leaderFns...)
 	go func() {
 		defer close(s.done)
 		defer cancel()

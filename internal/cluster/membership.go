@@ -189,3 +189,30 @@ func (n *Node) transferLeadership(ctx context.Context, id string) (string, error
 		}
 	}
 }
+
+// updateOwnAddress corrects this leader's own entry in the configuration
+// when it came back with a new Raft address. Followers fix theirs through
+// Join, but a leader cannot Join itself, and after a full-cluster restart
+// with new IPs the first leader's entry is stale too. Peers dial it through
+// the address book meanwhile.
+func (n *Node) updateOwnAddress(ctx context.Context, _ uint64) {
+	bo := newBackoff(n.cfg.ElectionTimeout/10, n.cfg.ElectionTimeout)
+	for ctx.Err() == nil {
+		cfg, _ := n.configuration()
+		s, ok := findServer(cfg, n.cfg.NodeID)
+		if !ok || string(s.Address) == n.advertise || s.Suffrage != raft.Voter {
+			return
+		}
+		n.membershipMu.Lock()
+		n.log.Info("leader: updating own raft address", "old", s.Address, "new", n.advertise)
+		err := waitFuture(ctx, n.raft.AddVoter(s.ID, raft.ServerAddress(n.advertise), 0, n.changeTimeout()))
+		n.membershipMu.Unlock()
+		if err == nil {
+			return
+		}
+		n.log.Warn("leader: updating own raft address failed", "err", err)
+		if !bo.wait(ctx) {
+			return
+		}
+	}
+}

@@ -31,6 +31,7 @@ type Node struct {
 	targets   []joinTarget // parsed cfg.Join
 	static    []voter      // static-list bootstrap voters (nil: not static mode)
 	peers     *peerClients
+	book      *addressBook // where to dial servers whose configured address is stale
 	idPath    string
 	ap        *autopilot
 
@@ -92,6 +93,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		peers:     newPeerClients(cfg.DialOptions),
 	}
 	n.ap = newAutopilot(n)
+	n.book = newAddressBook(n, 4*n.addrProbeInterval())
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -123,10 +125,11 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  n.stream,
-		MaxPool: 3,
-		Timeout: 10 * time.Second,
-		Logger:  hlog,
+		ServerAddressProvider: n.book,
+		Stream:                n.stream,
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+		Logger:                hlog,
 	})
 	closers = append(closers, trans.Close)
 
@@ -162,6 +165,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
+	n.book.raft.Store(n.raft)
 	n.log.Info("raft started", "raft_addr", n.advertise, "has_state", n.hasState(),
 		"cluster_id", ident.ClusterID, "static_voters", len(n.static))
 	return n, nil
@@ -263,7 +267,7 @@ func (n *Node) Ready() (bool, string) {
 // Status describes this node and, as far as it knows, the cluster.
 // StatusResponse.leader_addr is the leader's gRPC address.
 func (n *Node) Status() *pb.StatusResponse {
-	leaderRaft, lid := n.raft.LeaderWithID()
+	_, lid := n.raft.LeaderWithID()
 	st := &pb.StatusResponse{
 		NodeId:       n.cfg.NodeID,
 		ClusterId:    n.ClusterID(),
@@ -281,11 +285,13 @@ func (n *Node) Status() *pb.StatusResponse {
 	isLeader := n.raft.State() == raft.Leader
 	for _, s := range cfg.Servers {
 		m := &pb.Member{
-			Id:            string(s.ID),
-			RaftAddr:      string(s.Address),
-			GrpcAddr:      n.grpcAddrOf(string(s.ID)),
-			Suffrage:      suffrageName(s.Suffrage),
-			Leader:        s.ID == lid && s.Address == leaderRaft,
+			Id:       string(s.ID),
+			RaftAddr: string(s.Address),
+			GrpcAddr: n.grpcAddrOf(string(s.ID)),
+			Suffrage: suffrageName(s.Suffrage),
+			// By id: right after a restart with new IPs the configuration
+			// may still hold the leader's old address.
+			Leader:        s.ID == lid,
 			LastContactMs: -1,
 		}
 		switch {
@@ -492,22 +498,9 @@ func (n *Node) adoptClusterID(id string) {
 	}
 }
 
-// grpcAddrOf maps a server id to its ClusterService address: from the
-// replicated NodeInfo, else from a static Join entry with that id.
-func (n *Node) grpcAddrOf(id string) string {
-	if id == n.cfg.NodeID {
-		return n.cfg.GRPCAdvertise
-	}
-	if info, ok := n.fsm.Store().Node(id); ok && info.GrpcAddr != "" {
-		return info.GrpcAddr
-	}
-	for _, t := range n.targets {
-		if !t.dns && t.id == id {
-			return t.addr()
-		}
-	}
-	return ""
-}
+// grpcAddrOf maps a server id to its ClusterService address (see
+// addressBook.grpcAddr).
+func (n *Node) grpcAddrOf(id string) string { return n.book.grpcAddr(id) }
 
 // rpcTimeout bounds one peer RPC.
 func (n *Node) rpcTimeout() time.Duration { return max(10*n.cfg.ElectionTimeout, 2*time.Second) }
