@@ -49,6 +49,10 @@ type Config struct {
 	DeadServerThreshold time.Duration // unhealthy this long before a server is removed (default 5m; <0 disables)
 	MaxTrailingLag      uint64        // log entries a healthy server may trail the leader by (default 256)
 
+	// MaxRestoreBytes bounds a snapshot accepted by Restore (it is spooled
+	// to a temp file in DataDir first); default 8 GiB.
+	MaxRestoreBytes int64
+
 	// Snapshot tuning; zero keeps hashicorp/raft's defaults.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -91,6 +95,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DeadServerThreshold == 0 {
 		c.DeadServerThreshold = 5 * time.Minute
+	}
+	if c.MaxRestoreBytes <= 0 {
+		c.MaxRestoreBytes = 8 << 30
 	}
 	if c.MaxTrailingLag == 0 {
 		c.MaxTrailingLag = 256

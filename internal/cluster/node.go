@@ -74,6 +74,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	removeRestoreLeftovers(cfg.DataDir)
 	idPath := filepath.Join(cfg.DataDir, "node.json")
 	ident, err := loadIdentity(idPath, cfg.NodeID)
 	if err != nil {
