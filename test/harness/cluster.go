@@ -283,3 +283,7 @@ func (c *Cluster) StartServer() (*Proc, *HTTP) {
 	})
 	return p, h
 }
+
+// Readdress moves node i to a new loopback address (the node keeps its id
+// and data); restart it to take effect.
+func (c *Cluster) Readdress(i int, ip string) { c.Nodes[i].IP = ip }
