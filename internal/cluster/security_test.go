@@ -291,4 +291,3 @@ func rogueGRPCOverTLS(t *testing.T, addr string, r *tlsutil.Reloader) {
 		t.Fatalf("Join with a foreign certificate: %v, want a failed connection", err)
 	}
 }
-
