@@ -248,3 +248,16 @@ func deny(w http.ResponseWriter, status int, code, msg string) {
 	}
 	writeJSON(w, status, errorBody{Error: msg, Code: code})
 }
+
+// LoadTokenFile reads one token (an executor's own), trimming whitespace.
+func LoadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < MinTokenLen {
+		return "", fmt.Errorf("token in %s is shorter than %d characters", path, MinTokenLen)
+	}
+	return tok, nil
+}
