@@ -120,6 +120,18 @@ func TestTokensScopeNamespacesAndRoles(t *testing.T) {
 		t.Fatalf("token * lists namespaces: %d %s", r.status, r.body)
 	}
 
+	// Operator routes need a token for every namespace; static docs none.
+	for _, p := range []string{"/metrics", "/executors", "/cluster"} {
+		expectError(t, e.doAs(tokA, "GET", p, nil, ""), 403, codePermissionDenied)
+		expectError(t, e.doAs("", "GET", p, nil, ""), 401, codeUnauthenticated)
+	}
+	if r := e.doAs(tokAll, "GET", "/metrics", nil, ""); r.status != 200 {
+		t.Fatalf("token * on /metrics: %d", r.status)
+	}
+	if r := e.doAs("", "GET", "/api-docs/openapi.json", nil, ""); r.status != 200 {
+		t.Fatalf("OpenAPI document without token: %d", r.status)
+	}
+
 	// Task results are for executors only.
 	result := "/internal/executors/e1/tasks/t1/result"
 	expectError(t, e.doAs(tokAll, "POST", result, strings.NewReader("x"), "text/plain"), 403, codePermissionDenied)
