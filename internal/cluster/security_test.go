@@ -141,9 +141,25 @@ func securedCluster(t *testing.T, specs []*spec, mod func(*spec, *Config)) []*te
 	}
 	leader := waitLeader(t, nodes...)
 	mustCreateNamespace(t, leader.node, "tenant-a")
-	for _, tn := range nodes {
-		waitNamespace(t, tn, "tenant-a")
-	}
+	// Settled: every member's NodeInfo upsert applied everywhere, so the
+	// "before" view does not move by itself.
+	waitFor(t, "identical replicas with every NodeInfo", func() (bool, string) {
+		want := leader.fsm.Store().Dump()
+		for _, tn := range nodes {
+			if _, ok := tn.fsm.Store().Namespace("tenant-a"); !ok {
+				return false, tn.spec.id + " lacks the namespace"
+			}
+			for _, s := range specs {
+				if _, ok := tn.fsm.Store().Node(s.id); !ok {
+					return false, tn.spec.id + " lacks NodeInfo of " + s.id
+				}
+			}
+			if tn.fsm.Store().Dump() != want {
+				return false, tn.spec.id + " differs from the leader"
+			}
+		}
+		return true, ""
+	})
 	return nodes
 }
 
