@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -20,10 +21,15 @@ import (
 type clusterFlags struct {
 	coordinator string
 	timeout     time.Duration
+	sec         securityFlags // TLS and cluster secret towards the coordinators
 }
 
 func (f *clusterFlags) client() (pb.ClusterServiceClient, func(), error) {
-	conn, err := coordclient.Dial(coordclient.ParseTargets(f.coordinator))
+	opts, err := f.sec.dialOptions(slog.Default(), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := coordclient.Dial(coordclient.ParseTargets(f.coordinator), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--coordinator: %w", err)
 	}
@@ -54,6 +60,8 @@ func newClusterCmd() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", "localhost:8950", "any coordinator's gRPC address (comma list or dns:NAME:PORT allowed)")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second, "deadline of the operation")
+	f.sec.registerTLS(cmd.PersistentFlags())
+	f.sec.registerClusterSecret(cmd.PersistentFlags())
 	cmd.AddCommand(
 		newClusterStatusCmd(f, "status", "Show this cluster's leader, term, indexes and members"),
 		newClusterStatusCmd(f, "members", "List members with suffrage and health"),
@@ -264,7 +272,11 @@ func (f *clusterFlags) leaderClient(ctx context.Context) (pb.ClusterServiceClien
 	}
 	for _, m := range st.GetMembers() {
 		if m.GetLeader() && m.GetGrpcAddr() != "" {
-			conn, err := coordclient.Dial([]string{m.GetGrpcAddr()})
+			opts, err := f.sec.dialOptions(slog.Default(), true)
+			if err != nil {
+				return nil, nil, err
+			}
+			conn, err := coordclient.Dial([]string{m.GetGrpcAddr()}, opts...)
 			if err != nil {
 				return nil, nil, err
 			}

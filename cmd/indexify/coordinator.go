@@ -39,6 +39,7 @@ type coordFlags struct {
 	minQuorum       int
 	stabilization   time.Duration
 	deadServer      time.Duration
+	sec             *securityFlags // tlsflags.go; shared with the other parts in dev
 }
 
 func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -52,6 +53,9 @@ func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.DurationVar(&f.electionTimeout, "raft-election-timeout", time.Second, "Raft heartbeat and election timeout; the one Raft timing knob")
 	fs.DurationVar(&f.executorTimeout, "executor-timeout", 15*time.Second, "an executor with no heartbeat for this long is removed and its tasks re-planned")
 	fs.Uint32Var(&f.maxAttempts, "task-max-attempts", 3, "runs of a failing task before it is marked failed")
+	f.sec = ensureSecurity(f.sec)
+	f.sec.registerTLS(fs)
+	f.sec.registerClusterSecret(fs)
 	fs.DurationVar(&f.retryBackoff, "task-retry-backoff", time.Second, "delay before a failed task's first retry; doubles per attempt")
 	if dev {
 		return
@@ -86,7 +90,7 @@ func (f *coordFlags) nodeConfig(log *slog.Logger) (coordinator.NodeConfig, error
 	if err != nil {
 		return coordinator.NodeConfig{}, fmt.Errorf("--coordinator-http-addr: %w", err)
 	}
-	return coordinator.NodeConfig{
+	cfg := coordinator.NodeConfig{
 		Cluster: cluster.Config{
 			NodeID:              f.nodeID,
 			DataDir:             filepath.Join(f.dataDir, "coordinator"),
@@ -110,7 +114,11 @@ func (f *coordFlags) nodeConfig(log *slog.Logger) (coordinator.NodeConfig, error
 		GRPCAddr:  f.grpcAddr,
 		HTTPAddr:  f.httpAddr,
 		Logger:    log,
-	}, nil
+	}
+	if err := f.sec.secureCoordinator(&cfg, log); err != nil {
+		return coordinator.NodeConfig{}, err
+	}
+	return cfg, nil
 }
 
 // advertiseAddr fills an advertise address from the listen address: an

@@ -49,7 +49,11 @@ lives under --data-dir and survives restarts.`,
 			defer node.Shutdown()
 
 			local := []string{loopbackAdvertise(node.GRPCAddr())}
-			conn, err := coordclient.Dial(local, apiDialOptions()...)
+			opts, err := cf.sec.dialOptions(log, true)
+			if err != nil {
+				return err
+			}
+			conn, err := coordclient.Dial(local, append(opts, apiDialOptions()...)...)
 			if err != nil {
 				return err
 			}
@@ -65,7 +69,7 @@ lives under --data-dir and survives restarts.`,
 					log.Warn("could not create the default namespace", "err", err)
 				}
 			}()
-			ex, closeEx, err := ef.build(local, "http://"+loopbackAdvertise(sf.apiAddr), log)
+			ex, closeEx, err := ef.build(local, cf.sec.scheme()+loopbackAdvertise(sf.apiAddr), log)
 			if err != nil {
 				return err
 			}
@@ -75,7 +79,7 @@ lives under --data-dir and survives restarts.`,
 					log.Error("executor stopped", "err", err)
 				}
 			}()
-			log.Info("indexify dev is up", "api", "http://"+loopbackAdvertise(sf.apiAddr), "data_dir", dataDir)
+			log.Info("indexify dev is up", "api", cf.sec.scheme()+loopbackAdvertise(sf.apiAddr), "data_dir", dataDir)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -88,6 +92,8 @@ lives under --data-dir and survives restarts.`,
 		},
 	}
 	fs := cmd.Flags()
+	sec := &securityFlags{} // one set of security flags for all three parts
+	cf.sec, sf.sec, ef.sec = sec, sec, sec
 	fs.StringVar(&dataDir, "data-dir", "indexify-data", "directory holding all data (Raft log, snapshots, blobs)")
 	cf.register(fs, true)
 	sf.register(fs)

@@ -21,6 +21,7 @@ type executorFlags struct {
 	extractorsFile  string
 	maxPendingTasks int
 	concurrency     int
+	sec             *securityFlags // tlsflags.go; shared with the other parts in dev
 }
 
 func (f *executorFlags) register(fs *pflag.FlagSet) {
@@ -28,6 +29,9 @@ func (f *executorFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.extractorsFile, "extractors-config", "", "YAML file listing external extractors (executables) to offer besides the built-ins")
 	fs.IntVar(&f.maxPendingTasks, "max-pending-tasks", 20, "most tasks queued on this executor at once")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "tasks run in parallel (default: number of CPUs)")
+	f.sec = ensureSecurity(f.sec)
+	f.sec.registerTLS(fs)
+	f.sec.registerAPIToken(fs)
 }
 
 func (f *executorFlags) build(coordinators []string, apiURL string, log *slog.Logger) (*executor.Executor, func(), error) {
@@ -43,7 +47,15 @@ func (f *executorFlags) build(coordinators []string, apiURL string, log *slog.Lo
 		}
 		extractors = append(extractors, more...)
 	}
-	conn, err := coordclient.Dial(coordinators)
+	opts, err := f.sec.dialOptions(log, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	httpClient, err := f.sec.httpClient(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := coordclient.Dial(coordinators, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--coordinator-addr: %w", err)
 	}
@@ -55,6 +67,7 @@ func (f *executorFlags) build(coordinators []string, apiURL string, log *slog.Lo
 		Concurrency:     f.concurrency,
 		Extractors:      extractors,
 		Logger:          log.With("component", "executor"),
+		HTTPClient:      httpClient,
 	}, conn)
 	if err != nil {
 		conn.Close()

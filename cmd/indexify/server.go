@@ -25,6 +25,7 @@ type serverFlags struct {
 	maxUpload      int64
 	requestTimeout time.Duration
 	blob           blobFlags
+	sec            *securityFlags // tlsflags.go; shared with the other parts in dev
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet) {
@@ -33,6 +34,10 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.maxUpload, "max-upload-bytes", 1<<30, "largest accepted upload in bytes")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "deadline of one coordinator call made for an HTTP request")
 	f.blob.register(fs)
+	f.sec = ensureSecurity(f.sec)
+	f.sec.registerTLS(fs)
+	f.sec.registerAPITokens(fs)
+	f.sec.registerClusterSecret(fs) // GET /cluster calls ClusterService.Status
 }
 
 // startAPI builds the API server over a coordinator connection.
@@ -41,7 +46,7 @@ func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog
 	if err != nil {
 		return nil, fmt.Errorf("blob storage: %w", err)
 	}
-	return api.New(api.Config{
+	cfg := api.Config{
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUpload,
 		Blob:           store,
@@ -49,7 +54,11 @@ func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog
 		Cluster:        pb.NewClusterServiceClient(conn),
 		Logger:         log.With("component", "api"),
 		RequestTimeout: f.requestTimeout,
-	}), nil
+	}
+	if err := f.sec.secureAPI(&cfg, log); err != nil {
+		return nil, err
+	}
+	return api.New(cfg), nil
 }
 
 // apiDialOptions are the interceptors of an API server's coordinator
@@ -67,7 +76,11 @@ func newServerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.Default()
-			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators), apiDialOptions()...)
+			opts, err := f.sec.dialOptions(log, true)
+			if err != nil {
+				return err
+			}
+			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators), append(opts, apiDialOptions()...)...)
 			if err != nil {
 				return fmt.Errorf("--coordinator-addr: %w", err)
 			}

@@ -162,7 +162,7 @@ func (s *Server) createGraph(w http.ResponseWriter, r *http.Request) error {
 	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
-	body, err := readBody(w, r, maxJSONBody)
+	body, err := readBody(w, r, MaxGraphSpecBytes)
 	if err != nil {
 		return err
 	}

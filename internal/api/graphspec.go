@@ -137,6 +137,9 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 	if len(req.ExtractionPolicies) == 0 {
 		return nil, badRequest(codeInvalidArgument, "extraction graph %q has no extraction_policies", req.Name)
 	}
+	if err := req.checkLimits(); err != nil {
+		return nil, err
+	}
 	g := &pb.ExtractionGraph{Name: req.Name, Namespace: ns, Description: req.Description}
 	seen := make(map[string]bool)
 	for i, p := range req.ExtractionPolicies {
@@ -206,6 +209,9 @@ func policyFilter(p policyRequest) ([]string, error) {
 		return nil, badRequest(codeInvalidFilter, "extraction policy %q: labels_eq: %v", p.Name, err)
 	}
 	exprs = append(exprs, eq...)
+	if err := checkFilterCount(p.Name, exprs); err != nil {
+		return nil, err
+	}
 	if _, err := labels.Parse(exprs); err != nil {
 		return nil, badRequest(codeInvalidFilter, "extraction policy %q: invalid label filter: %v", p.Name, err)
 	}

@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,11 @@ type Config struct {
 	Cluster pb.ClusterServiceClient
 	// Metrics is the registry GET /metrics serves (default: a new one).
 	Metrics *prometheus.Registry
+	// Security and limits (auth.go, limits.go): API tokens (nil: open),
+	// TLS for Run/Serve (nil: plain HTTP), caps and slow-client timeouts.
+	Tokens *Tokens
+	TLS    *tls.Config
+	Limits Limits
 }
 
 // Server is the HTTP API server.
@@ -102,7 +108,9 @@ func New(cfg Config) *Server {
 	}
 	s.routes()
 	s.operatorRoutes()
-	s.handler = s.observe(http.HandlerFunc(s.serveHTTP))
+	cfg.Limits.setDefaults()
+	s.cfg.Limits = cfg.Limits
+	s.handler = s.observe(s.authenticate(s.limit(http.HandlerFunc(s.serveHTTP))))
 	return s
 }
 
@@ -206,9 +214,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler: s.handler,
 		// No WriteTimeout: downloads, uploads, /wait and event streams are
 		// legitimately long. Header reads are bounded against slowloris.
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		// Bodies get read deadlines per request (limits.go).
+		ReadHeaderTimeout: s.cfg.Limits.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.Limits.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	// Long-lived handlers (event streams, /wait) end when shutdown starts;
 	// otherwise Shutdown would wait for them until its grace period ends.

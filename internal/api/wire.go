@@ -250,6 +250,9 @@ func toTaskJSON(t *pb.Task) taskJSON {
 // labelsToProto turns JSON label values into the model's JSON text,
 // compacted so equal labels compare equal in filters and hashes.
 func labelsToProto(in map[string]json.RawMessage) (map[string]string, error) {
+	if err := checkLabelLimits(in); err != nil {
+		return nil, err
+	}
 	out := make(map[string]string, len(in))
 	keys := make([]string, 0, len(in))
 	for k := range in {

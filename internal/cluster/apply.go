@@ -53,9 +53,8 @@ type peerClients struct {
 }
 
 func newPeerClients(opts []grpc.DialOption) *peerClients {
-	if len(opts) == 0 {
-		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	}
+	// Insecure unless opts bring transport credentials (the last one wins).
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
 	return &peerClients{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 

@@ -43,6 +43,11 @@ type Config struct {
 	Logger          *slog.Logger
 	DialOptions     []grpc.DialOption // for peer gRPC; default insecure
 
+	// Security (auth.go). ClusterSecret authenticates every Raft connection
+	// and ClusterService call; RaftTLS encrypts the Raft transport.
+	ClusterSecret []byte
+	RaftTLS       *TransportTLS
+
 	// Autopilot (leader only).
 	MinQuorum           int           // never remove voters below this (default BootstrapExpect, at least 1)
 	StabilizationTime   time.Duration // healthy this long before a non-voter is promoted (default 10s)
@@ -74,6 +79,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.GRPCAdvertise == "" {
 		return errors.New("cluster: GRPCAdvertise is required (peers forward writes there)")
+	}
+	if len(c.ClusterSecret) > 0 && len(c.ClusterSecret) < MinSecretLen {
+		return fmt.Errorf("cluster: ClusterSecret must be at least %d bytes", MinSecretLen)
 	}
 	if c.BootstrapExpect < 0 {
 		return errors.New("cluster: BootstrapExpect must be >= 0")

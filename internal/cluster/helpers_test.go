@@ -71,6 +71,8 @@ type spec struct {
 	raftAddr string
 	grpcAddr string
 	grpcLis  net.Listener // pre-bound so the address is known before start
+	// serverOpts are extra gRPC server options (TLS credentials).
+	serverOpts []grpc.ServerOption
 }
 
 // freeRaftPort returns a TCP port that is currently free on every ip. Static
@@ -209,7 +211,7 @@ func startNode(t testing.TB, s *spec, mod func(*Config), before func(*Node)) *te
 	if err != nil {
 		t.Fatalf("New(%s): %v", s.id, err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(append(node.GRPCServerOptions(), s.serverOpts...)...)
 	node.RegisterGRPC(srv)
 	lis := s.grpcLis
 	s.grpcLis = nil

@@ -91,7 +91,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		clusterID: ident.ClusterID,
 		notifyCh:  make(chan bool, 8),
 		closed:    make(chan struct{}),
-		peers:     newPeerClients(cfg.DialOptions),
+		peers:     newPeerClients(append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], AuthDialOptions(cfg.ClusterSecret)...)),
 	}
 	n.ap = newAutopilot(n)
 	n.book = newAddressBook(n, 4*n.addrProbeInterval())
@@ -109,6 +109,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.stream.Close)
+	n.stream.tls, n.stream.secret = cfg.RaftTLS, cfg.ClusterSecret
 	n.advertise = n.stream.advertise.String()
 	if n.static, err = staticVoters(cfg.NodeID, n.advertise, cfg.BootstrapExpect, targets); err != nil {
 		return nil, err

@@ -22,6 +22,8 @@ import (
 type streamLayer struct {
 	net.Listener
 	advertise advertiseAddr
+	tls       *TransportTLS // nil: plain TCP (auth.go)
+	secret    []byte        // nil: no cluster-secret handshake (auth.go)
 }
 
 // advertiseAddr is a net.Addr whose String() is the configured advertise
@@ -56,9 +58,21 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return s.secureAccepted(c), nil
+}
+
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	return d.Dial("tcp", string(address))
+	c, err := d.Dial("tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	return s.secureDialled(c, string(address), timeout)
 }
 
 // hcLogger adapts slog to the hclog.Logger interface hashicorp/raft wants, so

@@ -102,16 +102,19 @@ func (d *discovery) loop() {
 func (d *discovery) resolve() []resolver.Address {
 	seen := map[string]bool{}
 	var out []resolver.Address
-	add := func(a string) {
+	// ServerName is the name TLS verifies the coordinator's certificate
+	// against: the entry's host (or the dns: name), not the resolved IP.
+	add := func(a, serverName string) {
 		if !seen[a] {
 			seen[a] = true
-			out = append(out, resolver.Address{Addr: a})
+			out = append(out, resolver.Address{Addr: a, ServerName: serverName})
 		}
 	}
 	for _, t := range d.targets {
 		name, port, _ := splitTarget(t)
 		if port == "" {
-			add(name)
+			host, _, _ := net.SplitHostPort(name)
+			add(name, host)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -122,7 +125,7 @@ func (d *discovery) resolve() []resolver.Address {
 		}
 		sort.Strings(ips)
 		for _, ip := range ips {
-			add(net.JoinHostPort(ip, port))
+			add(net.JoinHostPort(ip, port), name)
 		}
 	}
 	return out

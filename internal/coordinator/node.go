@@ -37,6 +37,11 @@ type NodeConfig struct {
 	// Metrics is the registry /metrics serves (default: a new one per node,
 	// so several nodes can share a process).
 	Metrics *prometheus.Registry
+	// GRPCServerOptions are added to the gRPC server's (TLS credentials).
+	GRPCServerOptions []grpc.ServerOption
+	// MaxConcurrentStreams caps streams per client connection (default
+	// DefaultMaxConcurrentStreams).
+	MaxConcurrentStreams uint32
 }
 
 // Node is a running coordinator: Raft member, gRPC API, health endpoints and,
@@ -91,7 +96,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		httpLn.Close()
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
-	n.grpc = grpc.NewServer(callLogger{log: log.With("component", "grpc"), m: n.metrics}.serverOptions()...)
+	callOpts := callLogger{log: log.With("component", "grpc"), m: n.metrics}.serverOptions()
+	n.grpc = grpc.NewServer(grpcServerOptions(cfg, append(callOpts, cn.GRPCServerOptions()...)...)...)
 	pb.RegisterCoordinatorServiceServer(n.grpc, n.svc)
 	cn.RegisterGRPC(n.grpc)
 	n.health = health.NewServer()
