@@ -2,8 +2,13 @@
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
+IMAGE ?= indexify
+# Docker tags allow [A-Za-z0-9_.-] only; git describe output already fits.
+IMAGE_TAG ?= $(subst +,-,$(VERSION))
+IMAGE_CTX := bin/image-context
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build test bench generate
+.PHONY: build test bench generate image
 
 build: ## static binary in bin/indexify
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/indexify ./cmd/indexify
@@ -16,3 +21,13 @@ bench: ## benchmarks reported in BENCHMARKS.md
 
 generate: ## regenerate protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	$(GO) generate ./proto
+
+image: ## container image $(IMAGE):dev and $(IMAGE):$(VERSION), built from a local context (no pulls)
+	rm -rf $(IMAGE_CTX)
+	mkdir -p $(IMAGE_CTX)/rootfs/var/lib/indexify $(IMAGE_CTX)/rootfs/tmp
+	chmod 0755 $(IMAGE_CTX)/rootfs/var/lib/indexify
+	chmod 1777 $(IMAGE_CTX)/rootfs/tmp
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_CTX)/indexify ./cmd/indexify
+	cp $(CA_BUNDLE) $(IMAGE_CTX)/ca-certificates.crt
+	cp deploy/docker/Dockerfile $(IMAGE_CTX)/Dockerfile
+	DOCKER_BUILDKIT=0 docker build -q -t $(IMAGE):dev -t $(IMAGE):$(IMAGE_TAG) $(IMAGE_CTX)

@@ -157,6 +157,7 @@ func sameHost(advertise, listen string) (string, error) {
 
 func newCoordinatorCmd() *cobra.Command {
 	f := &coordFlags{}
+	var replicasFile *string
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run a coordinator node (Raft member, gRPC API, scheduler while leader)",
@@ -168,7 +169,8 @@ func newCoordinatorCmd() *cobra.Command {
 
 A node joins an existing cluster if one answers; it bootstraps only when it has
 no state and no peer has a cluster, with the same voter list on every node.
-SIGTERM hands leadership off before exiting and never removes the node.`,
+SIGTERM hands leadership off before exiting and never removes the node, unless
+--replicas-file says this node's ordinal was scaled away (then it leaves).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.Default()
@@ -183,10 +185,15 @@ SIGTERM hands leadership off before exiting and never removes the node.`,
 				return err
 			}
 			<-ctx.Done()
+			if leave, why := scaleDownLeave(cfg.Cluster.NodeID, *replicasFile); leave {
+				log.Info("leaving the cluster", "why", why)
+				return node.Leave()
+			}
 			log.Info("shutting down: handing leadership off")
 			return node.Shutdown()
 		},
 	}
 	f.register(cmd.Flags(), false)
+	replicasFile = registerScaleDownFlag(cmd.Flags())
 	return cmd
 }
