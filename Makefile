@@ -3,6 +3,8 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 IMAGE ?= indexify
+# The chart's default tag (its appVersion); tests build a private tag instead.
+DEV_TAG ?= dev
 # Docker tags allow [A-Za-z0-9_.-] only; git describe output already fits.
 IMAGE_TAG ?= $(subst +,-,$(VERSION))
 IMAGE_CTX := bin/image-context
@@ -22,7 +24,7 @@ bench: ## benchmarks reported in BENCHMARKS.md
 generate: ## regenerate protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	$(GO) generate ./proto
 
-image: ## container image $(IMAGE):dev and $(IMAGE):$(VERSION), built from a local context (no pulls)
+image: ## container image $(IMAGE):$(DEV_TAG) (default dev) and $(IMAGE):$(VERSION), built from a local context (no pulls)
 	rm -rf $(IMAGE_CTX)
 	mkdir -p $(IMAGE_CTX)/rootfs/var/lib/indexify $(IMAGE_CTX)/rootfs/tmp
 	chmod 0755 $(IMAGE_CTX)/rootfs/var/lib/indexify
@@ -30,4 +32,4 @@ image: ## container image $(IMAGE):dev and $(IMAGE):$(VERSION), built from a loc
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_CTX)/indexify ./cmd/indexify
 	cp $(CA_BUNDLE) $(IMAGE_CTX)/ca-certificates.crt
 	cp deploy/docker/Dockerfile $(IMAGE_CTX)/Dockerfile
-	DOCKER_BUILDKIT=0 docker build -q -t $(IMAGE):dev -t $(IMAGE):$(IMAGE_TAG) $(IMAGE_CTX)
+	DOCKER_BUILDKIT=0 docker build -q -t $(IMAGE):$(DEV_TAG) -t $(IMAGE):$(IMAGE_TAG) $(IMAGE_CTX)

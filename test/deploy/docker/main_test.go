@@ -1,0 +1,12 @@
+package docker
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	RemoveImage()
+	os.Exit(code)
+}
