@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/indexify-go/indexify/test/harness"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
+	"github.com/indexify-go/indexify/test/harness"
 )
 
 // Coordinator ports as the chart declares them.

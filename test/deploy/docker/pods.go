@@ -190,4 +190,3 @@ func podArgs(tpl corev1.PodTemplateSpec, pod string) []string {
 	}
 	return expand(tpl.Spec.Containers[0].Args, env)
 }
-
