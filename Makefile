@@ -15,8 +15,9 @@ CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 build: ## static binary in bin/indexify
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/indexify ./cmd/indexify
 
-test: ## the whole test suite, race detector on
+test: ## the whole test suite, race detector on; then the chart and Docker pod tests (module test/deploy)
 	$(GO) test -race -timeout 20m ./...
+	cd test/deploy && $(GO) test -race -timeout 10m ./...
 
 bench: ## benchmarks reported in BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...

@@ -1,9 +1,12 @@
 package docker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/indexify-go/indexify/test/harness"
 )
 
 // The seed discussion's question: "won't it fail in any scenario where 0
@@ -23,11 +26,22 @@ func TestFirstStartWithoutPodZero(t *testing.T) {
 	if got := strings.Join(chunksOf(t, c, "nozero", id), ""); got != text {
 		t.Fatalf("chunks %q", got)
 	}
-	st, err := status(p1.Addr(grpcPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clusterID := st.GetClusterId()
+	var clusterID string
+	harness.Eventually(t, 30*time.Second, "pods 1 and 2 agree on a cluster id", func() error {
+		a, err := status(p1.Addr(grpcPort))
+		if err != nil {
+			return err
+		}
+		b, err := status(p2.Addr(grpcPort))
+		if err != nil {
+			return err
+		}
+		if a.GetClusterId() == "" || a.GetClusterId() != b.GetClusterId() {
+			return fmt.Errorf("cluster ids %q and %q", a.GetClusterId(), b.GetClusterId())
+		}
+		clusterID = a.GetClusterId()
+		return nil
+	})
 
 	p0 := k.StartCoordinator(0)
 	k.WaitReady(90*time.Second, p0)
