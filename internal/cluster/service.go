@@ -205,6 +205,11 @@ const snapshotChunk = 256 << 10
 // disk when nothing changed since it was taken). The bytes are the FSM's own
 // snapshot format, restorable with FSM.Restore.
 func (s *service) Snapshot(_ *pb.SnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotChunk]) error {
+	// A backup must hold every write acknowledged before it was asked for,
+	// whichever node serves it: catch up to the leader's commit index first.
+	if err := s.n.ReadBarrier(stream.Context(), pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); err != nil {
+		return toStatus(err)
+	}
 	rc, err := s.n.openSnapshot()
 	if err != nil {
 		return toStatus(err)
