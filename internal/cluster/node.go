@@ -263,6 +263,12 @@ func (n *Node) Ready() (bool, string) {
 	if commit > applied+readyLag {
 		return false, fmt.Sprintf("catching up: applied %d of %d", applied, commit)
 	}
+	// A node that got its state by replication learns the cluster id from a
+	// peer a moment later; until then it cannot vouch for which cluster it
+	// serves (operators and tests compare ids), so it is not ready.
+	if n.ClusterID() == "" {
+		return false, "cluster id not learned yet"
+	}
 	return true, "ok"
 }
 
