@@ -53,6 +53,12 @@ type campaign struct {
 	kinds  []string // fault sequence (cycled)
 	count  int
 	budget time.Duration
+	// Regression scenarios: API server timeout, fixed partition hold, and
+	// whether every operation overlapping a fault that leaves a connected
+	// majority must succeed.
+	apiTimeout     time.Duration
+	partitionHold  time.Duration
+	strictMajority bool
 }
 
 func seedFor(t *testing.T) int64 {
@@ -111,6 +117,9 @@ func runCampaign(t *testing.T, c campaign) {
 	dir := artifactsDir(t, c.seed)
 	t.Logf("chaos: artifacts in %s", dir)
 	e := newEnv(t, c.nodes, dir)
+	if c.apiTimeout > 0 {
+		e.apiTimeout = c.apiTimeout
+	}
 	for _, co := range e.coords {
 		co.dataDir = filepath.Join(t.TempDir(), co.id) // raft data is not an artifact
 		e.startCoord(co)
@@ -119,7 +128,7 @@ func runCampaign(t *testing.T, c campaign) {
 
 	histPath := filepath.Join(dir, "history.jsonl")
 	ccfg := clientConfig{API: e.apiURL(), Namespace: "chaos", Graph: "g", Registers: 5, RegClients: 4, IngestClients: 2,
-		History: histPath, Seed: c.seed, MaxOps: 200000, MaxDuration: c.budget + 5*time.Minute, OpTimeout: 12 * time.Second}
+		History: histPath, Seed: c.seed, MaxOps: 200000, MaxDuration: c.budget + 5*time.Minute, OpTimeout: e.apiTimeout + 4*time.Second}
 	client := e.helper("client", e.clientNS, filepath.Join(dir, "logs", "client.log"), ccfg)
 	hist := &historyTail{path: histPath}
 	waitFor(t, 3*time.Minute, "cluster formed and workload running", func() error {
@@ -133,7 +142,7 @@ func runCampaign(t *testing.T, c campaign) {
 	})
 
 	n := &nemesis{e: e, rng: rand.New(rand.NewSource(c.seed)), hist: hist, bound: recoveryBound,
-		home: map[string]string{}, logf: t.Logf, timeout: time.Second}
+		home: map[string]string{}, logf: t.Logf, timeout: time.Second, partitionHold: c.partitionHold}
 	for _, co := range e.coords {
 		n.home[co.id] = co.ip
 	}
@@ -158,6 +167,11 @@ func runCampaign(t *testing.T, c campaign) {
 	ops := hist.poll() // the client has exited: this is the whole history
 
 	sum := summarize(t, e, n, ops, dir)
+	if c.strictMajority {
+		if bad := failedDuringMajorityFaults(ops, n.faults); len(bad) > 0 {
+			t.Errorf("%d operations failed or ended ambiguously while a majority was connected, e.g. %v", len(bad), first(bad, 10))
+		}
+	}
 	writeSummary(t, dir, c, sum, n.faults, ops)
 }
 

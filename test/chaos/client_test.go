@@ -225,7 +225,7 @@ func (a *apiClient) setup(ctx context.Context, cfg clientConfig) error {
 
 func clientMain() int {
 	var cfg clientConfig
-	if err := json.Unmarshal([]byte(os.Getenv("CHAOS_CONFIG")), &cfg); err != nil {
+	if err := readConfig(&cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "client config:", err)
 		return 2
 	}

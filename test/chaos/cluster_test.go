@@ -51,6 +51,8 @@ type env struct {
 	delay    string // file holding the proxy's delay in ms
 	nextIP   int
 	initial  string // coordinator gRPC targets given to API server and executors
+	// apiTimeout is the API server's --request-timeout (default 8s).
+	apiTimeout time.Duration
 }
 
 func newEnv(t testing.TB, n int, dir string) *env {
@@ -59,7 +61,7 @@ func newEnv(t testing.TB, n int, dir string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, dir: dir, bin: harness.Binary(t), self: self, nextIP: 10}
+	e := &env{t: t, dir: dir, bin: harness.Binary(t), self: self, nextIP: 10, apiTimeout: 8 * time.Second}
 	e.net = newNetns(t)
 	for _, d := range []string{"logs", "data"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -92,22 +94,38 @@ func newEnv(t testing.TB, n int, dir string) *env {
 // helper starts this test binary in mode inside ns with cfg as its config.
 func (e *env) helper(mode, ns, logPath string, cfg any) *proc {
 	e.t.Helper()
-	b, err := json.Marshal(cfg)
+	path, err := e.writeConfig(mode, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return startIn(e.t, mode, ns, logPath, []string{"CHAOS_MODE=" + mode, "CHAOS_CONFIG=" + string(b)}, e.self)
+	return startIn(e.t, mode, ns, logPath, []string{"CHAOS_MODE=" + mode, "CHAOS_CONFIG_FILE=" + path}, e.self)
+}
+
+// writeConfig stores a helper's config as JSON in a fresh file.
+func (e *env) writeConfig(mode string, cfg any) (string, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(e.dir, mode+"-config-*.json")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = f.Write(b)
+	return f.Name(), err
 }
 
 // runHelper runs a one-shot helper inside the clients' namespace and decodes
 // its stdout (JSON) into out.
 func (e *env) runHelper(mode string, cfg, out any, timeout time.Duration) error {
-	b, err := json.Marshal(cfg)
+	path, err := e.writeConfig(mode, cfg)
 	if err != nil {
 		return err
 	}
+	defer os.Remove(path)
 	cmd := exec.Command("ip", "netns", "exec", e.clientNS, e.self)
-	cmd.Env = append(os.Environ(), "CHAOS_MODE="+mode, "CHAOS_CONFIG="+string(b))
+	cmd.Env = append(os.Environ(), "CHAOS_MODE="+mode, "CHAOS_CONFIG_FILE="+path)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -177,7 +195,7 @@ func (e *env) startServices(executors int) {
 		"--coordinator-addr", e.initial,
 		"--api-addr", e.apiIP+":"+apiPort,
 		"--data-dir", filepath.Join(e.dir, "data", "api"),
-		"--request-timeout", "8s",
+		"--request-timeout", e.apiTimeout.String(),
 	)
 	for i := 0; i < executors; i++ {
 		id := fmt.Sprintf("executor-%d", i)

@@ -21,8 +21,15 @@ import (
 // namespace of the campaign: status (who leads), verify (end-of-run state
 // checks) and proxy (the slow link).
 
+// readConfig decodes the helper's JSON config from the file named by
+// CHAOS_CONFIG_FILE (a file, not the environment: the verify helper's list of
+// acknowledged ids outgrows the kernel's limit on one environment string).
 func readConfig(v any) error {
-	return json.Unmarshal([]byte(os.Getenv("CHAOS_CONFIG")), v)
+	b, err := os.ReadFile(os.Getenv("CHAOS_CONFIG_FILE"))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
 }
 
 type statusConfig struct {

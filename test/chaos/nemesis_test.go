@@ -53,6 +53,8 @@ type nemesis struct {
 	home    map[string]string // original address per coordinator
 	logf    func(string, ...any)
 	timeout time.Duration // the coordinators' election timeout
+	// partitionHold, if set, replaces the random hold of partitions.
+	partitionHold time.Duration
 }
 
 func (n *nemesis) pick(cs []*coord) *coord { return cs[n.rng.Intn(len(cs))] }
@@ -78,6 +80,17 @@ func (n *nemesis) followers(l *coord) []*coord {
 
 func (n *nemesis) hold(min, max time.Duration) {
 	time.Sleep(min + time.Duration(n.rng.Int63n(int64(max-min)+1))) // the fault's duration
+}
+
+// holdPartition holds a partition up to 10 s: longer than the API server's
+// default 8 s request timeout, so some client operations fail or end
+// ambiguously.
+func (n *nemesis) holdPartition() {
+	if n.partitionHold > 0 {
+		time.Sleep(n.partitionHold) // the fault's duration
+		return
+	}
+	n.hold(2*time.Second, 10*time.Second)
 }
 
 // partition cuts every link between coordinators of different groups.
@@ -157,7 +170,7 @@ func (n *nemesis) inject(kind string) (fault, error) {
 		f.Target = l.id
 		f.Start = time.Now().UnixNano()
 		err = n.partition([][]*coord{{l}, n.followers(l)})
-		n.hold(2*time.Second, 10*time.Second)
+		n.holdPartition()
 	case kMajority, kSplit:
 		perm := n.rng.Perm(len(e.coords))
 		cs := make([]*coord, len(perm))
@@ -180,9 +193,7 @@ func (n *nemesis) inject(kind string) (fault, error) {
 		f.Target = strings.Join(parts, " | ")
 		f.Start = time.Now().UnixNano()
 		err = n.partition(groups)
-		// Up to 10 s: longer than the API server's 8 s request timeout,
-		// so some client operations fail or end ambiguously.
-		n.hold(2*time.Second, 10*time.Second)
+		n.holdPartition()
 	case kNewAddress:
 		// At most one node is away from its original address, so the API
 		// server and executors (given the original list) always know a
