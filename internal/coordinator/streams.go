@@ -30,6 +30,7 @@ type execConn struct {
 	lastRecv atomic.Int64  // unix ms
 	kick     chan struct{} // closed to end the stream (node cut off)
 	kickOnce sync.Once
+	kicked   atomic.Bool
 }
 
 type streams struct {
@@ -67,7 +68,10 @@ func (st *streams) detach(c *execConn) {
 		delete(st.conns, c.id)
 	}
 	st.mu.Unlock()
-	if st.closing.Load() {
+	if st.closing.Load() || c.kicked.Load() {
+		// Shutting down, or cut off from the leader: the executor is alive
+		// and reconnects to another node; removing it would hand its tasks
+		// to others while it still runs them.
 		return
 	}
 	gone := nowMillis()
@@ -145,7 +149,7 @@ func (st *streams) kickIfCutOff() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, c := range st.conns {
-		c.kickOnce.Do(func() { close(c.kick) })
+		c.kickOnce.Do(func() { c.kicked.Store(true); close(c.kick) })
 	}
 	if len(st.conns) > 0 {
 		st.svc.log.Warn("heartbeats not committed for a while; asking executors to reconnect elsewhere", "executors", len(st.conns))
