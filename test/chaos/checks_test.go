@@ -189,6 +189,12 @@ func executorHoldings(dir string, executors int) ([]holding, error) {
 				if open[task] == nil {
 					open[task] = &holding{executor: id, task: task, from: l.t}
 				}
+			case msg == "task cancelled by coordinator" && l.attrs["running"] == "false" && open[task] != nil:
+				// Queued, never started: the executor drops it silently.
+				h := open[task]
+				h.to = l.t
+				out = append(out, *h)
+				delete(open, task)
 			case endMessages[msg] && open[task] != nil:
 				h := open[task]
 				h.to = l.t

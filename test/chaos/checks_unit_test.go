@@ -64,18 +64,30 @@ func TestDoubleHoldDetected(t *testing.T) {
 		`time=2026-01-01T10:00:05.000Z level=INFO msg="task done" task=t1 extractor=x outcome=success children=0 took=5s`,
 		`time=2026-01-01T10:00:06.000Z level=INFO msg="task received" task=t2 extractor=x content=c`,
 		`time=2026-01-01T10:00:07.000Z level=INFO msg="task done" task=t2 extractor=x outcome=success children=0 took=1s`)
+	writeLog(t, filepath.Join(dir, "executor-2.log"),
+		// A queued task cancelled before it ran ends there.
+		`time=2026-01-01T10:00:00.500Z level=INFO msg="task received" task=t3 extractor=x content=c`,
+		`time=2026-01-01T10:00:00.600Z level=INFO msg="task cancelled by coordinator" task=t3 running=false`,
+		`time=2026-01-01T10:00:00.700Z level=INFO msg="task received" task=t4 extractor=x content=c`,
+		`time=2026-01-01T10:00:00.800Z level=INFO msg="task cancelled by coordinator" task=t4 running=true`)
 	writeLog(t, filepath.Join(dir, "executor-1.log"),
+		`time=2026-01-01T10:00:00.750Z level=INFO msg="task received" task=t4 extractor=x content=c`,
+		`time=2026-01-01T10:00:01.000Z level=INFO msg="task received" task=t3 extractor=x content=c`,
+		`time=2026-01-01T10:00:01.100Z level=INFO msg="task done" task=t3 extractor=x outcome=success children=0 took=1s`,
 		`time=2026-01-01T10:00:03.000Z level=INFO msg="task received" task=t1 extractor=x content=c`,
 		`time=2026-01-01T10:00:04.000Z level=INFO msg="result dropped: the task is no longer assigned to this executor" task=t1 extractor=x`,
 		`time=2026-01-01T10:00:08.000Z level=INFO msg="task received" task=t2 extractor=x content=c`,
 		`time=2026-01-01T10:00:09.000Z level=INFO msg="task done" task=t2 extractor=x outcome=success children=0 took=1s`)
-	hs, err := executorHoldings(dir, 2)
+	hs, err := executorHoldings(dir, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad := doubleHolds(hs)
-	// t1: overlapping holdings; t2: no overlap but accepted twice.
-	if len(bad) != 2 || !strings.Contains(bad[0], "t1 held by") || !strings.Contains(bad[1], "t2 completed successfully by 2") {
+	// t1: overlapping holdings; t2: no overlap but accepted twice; t3: the
+	// cancelled queued task was released; t4: cancelled while running and
+	// never reported abandoned, so still held when executor-1 got it.
+	if len(bad) != 3 || !strings.Contains(bad[0], "t1 held by") || !strings.Contains(bad[1], "t2 completed successfully by 2") ||
+		!strings.Contains(bad[2], "t4 held by") {
 		t.Fatalf("got %q", bad)
 	}
 }
