@@ -131,6 +131,7 @@ func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 	retrySafe := cmd.RequestId != "" || idempotent(cmd)
 	var data []byte
 	bo := newBackoff(n.cfg.ElectionTimeout/20, n.cfg.ElectionTimeout/2)
+	var lw leaderlessWait
 	for {
 		if n.shuttingDown.Load() {
 			return nil, ErrShuttingDown
@@ -151,7 +152,7 @@ func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 		if err == nil {
 			return res, nil
 		}
-		if !retry {
+		if !retry || lw.giveUp(err, n.leaderlessLimit()) {
 			return nil, err
 		}
 		if !bo.wait(ctx) {
@@ -198,6 +199,7 @@ func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool
 	}
 	actx, cancel := context.WithTimeout(forwardedCtx(ctx), n.rpcTimeout())
 	defer cancel()
+	defer n.cancelOnLeaderChange(lid, cancel)()
 	resp, err := cl.Apply(actx, &pb.ApplyRequest{Command: cmd})
 	if err == nil {
 		if resp.GetResult() == nil {
@@ -255,6 +257,7 @@ func (n *Node) ReadBarrier(ctx context.Context, level pb.ReadConsistency) error 
 
 func (n *Node) linearizable(ctx context.Context) error {
 	bo := newBackoff(n.cfg.ElectionTimeout/20, n.cfg.ElectionTimeout/2)
+	var lw leaderlessWait
 	for {
 		if n.shuttingDown.Load() {
 			return ErrShuttingDown
@@ -271,6 +274,9 @@ func (n *Node) linearizable(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("cluster: linearizable read: %w (last error: %w)", ctx.Err(), err)
+		}
+		if lw.giveUp(err, n.leaderlessLimit()) {
+			return err
 		}
 		if !bo.wait(ctx) {
 			return fmt.Errorf("cluster: linearizable read: %w (last error: %w)", ctx.Err(), err)
@@ -304,6 +310,7 @@ func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
 	}
 	actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(forwardedCtx(ctx), readIndexKey, "1"), n.rpcTimeout())
 	defer cancel()
+	defer n.cancelOnLeaderChange(lid, cancel)()
 	resp, err := cl.Status(actx, &pb.StatusRequest{})
 	if err != nil {
 		return 0, fmt.Errorf("cluster: read index from leader %s: %w", lid, err)

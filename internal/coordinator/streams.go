@@ -27,7 +27,10 @@ import (
 
 type execConn struct {
 	id       string
-	lastRecv atomic.Int64 // unix ms
+	lastRecv atomic.Int64  // unix ms
+	kick     chan struct{} // closed to end the stream (node cut off)
+	kickOnce sync.Once
+	kicked   atomic.Bool
 }
 
 type streams struct {
@@ -35,10 +38,13 @@ type streams struct {
 	mu      sync.Mutex
 	conns   map[string]*execConn
 	closing atomic.Bool
+	flushOK atomic.Int64 // unix ms of the last committed heartbeat flush
 }
 
 func newStreams(s *Service) *streams {
-	return &streams{svc: s, conns: make(map[string]*execConn)}
+	st := &streams{svc: s, conns: make(map[string]*execConn)}
+	st.flushOK.Store(nowMillis())
+	return st
 }
 
 // Stop marks the node as shutting down: streams that end from now on do not
@@ -46,7 +52,7 @@ func newStreams(s *Service) *streams {
 func (s *Service) Stop() { s.stream.closing.Store(true) }
 
 func (st *streams) attach(id string) *execConn {
-	c := &execConn{id: id}
+	c := &execConn{id: id, kick: make(chan struct{})}
 	c.lastRecv.Store(nowMillis())
 	st.mu.Lock()
 	st.conns[id] = c
@@ -62,7 +68,10 @@ func (st *streams) detach(c *execConn) {
 		delete(st.conns, c.id)
 	}
 	st.mu.Unlock()
-	if st.closing.Load() {
+	if st.closing.Load() || c.kicked.Load() {
+		// Shutting down, or cut off from the leader: the executor is alive
+		// and reconnects to another node; removing it would hand its tasks
+		// to others while it still runs them.
 		return
 	}
 	gone := nowMillis()
@@ -117,9 +126,33 @@ func (st *streams) run(ctx context.Context) {
 		_, err := st.svc.apply(actx, "", &pb.Command{Op: &pb.Command_ExecutorHeartbeat{
 			ExecutorHeartbeat: &pb.ExecutorHeartbeatCmd{ExecutorIds: ids}}})
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil:
+			st.flushOK.Store(nowMillis())
+		case ctx.Err() == nil:
 			st.svc.log.Debug("heartbeat flush failed", "executors", len(ids), "err", err)
+			st.kickIfCutOff()
 		}
+	}
+}
+
+// kickIfCutOff ends every executor stream when this node has not committed a
+// heartbeat flush for two flush intervals. A node cut off from the leader
+// (minority partition) cannot report its executors' heartbeats, so the leader
+// would soon remove live executors and hand their tasks to others while they
+// still hold them; ended streams make the executors reconnect to another
+// coordinator first. (Found by test/chaos: an 18 s partition.)
+func (st *streams) kickIfCutOff() {
+	if nowMillis()-st.flushOK.Load() < (2 * st.svc.cfg.HeartbeatFlush).Milliseconds() {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, c := range st.conns {
+		c.kickOnce.Do(func() { c.kicked.Store(true); close(c.kick) })
+	}
+	if len(st.conns) > 0 {
+		st.svc.log.Warn("heartbeats not committed for a while; asking executors to reconnect elsewhere", "executors", len(st.conns))
 	}
 }
 
@@ -166,11 +199,24 @@ func (s *Service) Heartbeat(stream pb.CoordinatorService_HeartbeatServer) error 
 	sent := make(map[string]uint64)
 	for {
 		watch := s.store.Watch()
+		// A replica catching up (after a partition or a restart) passes
+		// through superseded states: an assignment it applies may already
+		// have moved to another executor. New assignments are pushed only
+		// after a linearizable barrier, i.e. from a state at least as new as
+		// the leader's commit index now; until then only cancellations go.
+		pushNew, retry := true, (<-chan time.Time)(nil)
+		if s.newAssignments(id, sent) {
+			bctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatFlush)
+			if err := s.raft.ReadBarrier(bctx, pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); err != nil {
+				pushNew, retry = false, time.After(s.cfg.HeartbeatFlush/4)
+			}
+			cancel()
+		}
 		resp := &pb.HeartbeatResponse{}
 		current := make(map[string]struct{})
 		for _, t := range s.store.TasksAssignedTo(id) {
 			current[t.GetId()] = struct{}{}
-			if sent[t.GetId()] != t.GetAssignedIndex() {
+			if pushNew && sent[t.GetId()] != t.GetAssignedIndex() {
 				sent[t.GetId()] = t.GetAssignedIndex()
 				resp.Tasks = append(resp.Tasks, t)
 			}
@@ -191,6 +237,9 @@ func (s *Service) Heartbeat(stream pb.CoordinatorService_HeartbeatServer) error 
 		}
 		select {
 		case <-watch:
+		case <-retry:
+		case <-conn.kick:
+			return status.Error(codes.Unavailable, "this coordinator cannot reach the leader; reconnect to another one")
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
 				return nil
@@ -200,4 +249,15 @@ func (s *Service) Heartbeat(stream pb.CoordinatorService_HeartbeatServer) error 
 			return nil
 		}
 	}
+}
+
+// newAssignments reports whether a task assigned to executor id has not been
+// pushed under its current assignment yet.
+func (s *Service) newAssignments(id string, sent map[string]uint64) bool {
+	for _, t := range s.store.TasksAssignedTo(id) {
+		if sent[t.GetId()] != t.GetAssignedIndex() {
+			return true
+		}
+	}
+	return false
 }
