@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -127,5 +128,43 @@ func TestAddressBookSources(t *testing.T) {
 	}
 	if err := n.raft.RemoveServer("y", 0, time.Second).Error(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A node with no leader still learns a moved member's address from its Join,
+// so it can dial that member for votes and a leader can be elected again.
+func TestJoinTeachesAddressWithoutLeader(t *testing.T) {
+	specs := newSpecs(t, 3)
+	join := staticJoin(specs)
+	var nodes []*testNode
+	for _, s := range specs {
+		nodes = append(nodes, startNode(t, s, func(c *Config) { c.BootstrapExpect = 3; c.Join = join }, nil))
+	}
+	waitLeader(t, nodes...)
+	survivor := nodes[0]
+	waitFor(t, "cluster id known", func() (bool, string) { return survivor.node.ClusterID() != "", "" })
+	nodes[1].stop()
+	nodes[2].stop()
+	waitFor(t, "survivor has no leader", func() (bool, string) {
+		_, id := survivor.node.raft.LeaderWithID()
+		return id == "", string(id)
+	})
+
+	moved := "127.0.0.99:4242"
+	cl := clusterClient(t, survivor.spec.grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := cl.Join(ctx, &pb.JoinRequest{NodeId: "n2", RaftAddr: moved, GrpcAddr: "127.0.0.99:4243",
+		ClusterId: survivor.node.ClusterID()})
+	if err == nil {
+		t.Fatal("Join succeeded without a leader")
+	}
+	if a, _ := survivor.node.book.ServerAddr("n2"); string(a) != moved {
+		t.Fatalf("survivor dials n2 at %q, want the address from its Join %q", a, moved)
+	}
+	// A Join naming another cluster teaches nothing.
+	_, _ = cl.Join(ctx, &pb.JoinRequest{NodeId: "n3", RaftAddr: "127.0.0.98:1", ClusterId: "someone-else"})
+	if a, _ := survivor.node.book.ServerAddr("n3"); string(a) == "127.0.0.98:1" {
+		t.Fatal("a Join from another cluster changed the address book")
 	}
 }

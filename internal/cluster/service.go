@@ -117,6 +117,14 @@ func (s *service) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRespon
 			return nil, status.Errorf(codes.InvalidArgument, "grpc_addr %q: %v", req.GrpcAddr, err)
 		}
 	}
+	// A member of our cluster announcing its Raft address is news even when
+	// we cannot act on the Join: if it moved and we need its vote, no leader
+	// can be elected until we dial the new address (chaos seed
+	// 1796216422002091526: two voters left, one moved, 70 s without leader).
+	if req.ClusterId != "" && req.ClusterId == s.n.ClusterID() {
+		s.n.book.learnProbe(&pb.ProbeResponse{NodeId: req.NodeId, ClusterId: req.ClusterId,
+			RaftAddr: req.RaftAddr, HasState: true}, req.GrpcAddr)
+	}
 	cl, err := s.leaderOrForward(ctx)
 	if err != nil {
 		return nil, err
