@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/indexify-go/indexify/bench/loadgen"
+	"github.com/indexify-go/indexify/test/harness"
+)
+
+// outage is one trial's figures.
+type outage struct{ first, gap time.Duration }
+
+type failoverRow struct {
+	system, event string
+	trials        []outage
+	failed        int
+}
+
+// probeSet collects a probe's successes.
+type probeSet struct {
+	mu   sync.Mutex
+	list []loadgen.Success
+}
+
+func (p *probeSet) add(s loadgen.Success) { p.mu.Lock(); p.list = append(p.list, s); p.mu.Unlock() }
+func (p *probeSet) get() []loadgen.Success {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]loadgen.Success(nil), p.list...)
+}
+
+// waitOutage polls the probe's successes until a write sent after the
+// fault succeeded and the 2 s gap window after it passed, then measures.
+func waitOutage(r *runner, succ func() []loadgen.Success, at time.Time) (outage, bool) {
+	deadline := at.Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		first, _, ok := loadgen.Outage(succ(), at)
+		if ok && time.Now().After(at.Add(first+2*time.Second+100*time.Millisecond)) {
+			f, g, _ := loadgen.Outage(succ(), at)
+			return outage{f, g}, true
+		}
+		time.Sleep(50 * time.Millisecond) // polling the probe, not synchronising
+	}
+	return outage{}, false
+}
+
+const settle = 500 * time.Millisecond // steady writes before each fault
+
+func failoverSuite(r *runner, o options) (string, error) {
+	var rows []*failoverRow
+	rows = append(rows, oursFailover(r, o)...)
+	r.close()
+	if !o.noEtcd {
+		rows = append(rows, etcdFailover(r, o)...)
+		r.close()
+	}
+	var tr [][]string
+	for _, row := range rows {
+		var first, gap []float64
+		for _, t := range row.trials {
+			first = append(first, float64(t.first)/float64(time.Millisecond))
+			gap = append(gap, float64(t.gap)/float64(time.Millisecond))
+		}
+		sort.Float64s(first)
+		sort.Float64s(gap)
+		tr = append(tr, []string{row.system, row.event, fmt.Sprint(len(row.trials)),
+			ms(loadgen.Percentile(first, 50)), ms(loadgen.Percentile(first, 99)),
+			ms(loadgen.Percentile(gap, 50)), ms(loadgen.Percentile(gap, 99)), fmt.Sprint(row.failed)})
+	}
+	var b strings.Builder
+	b.WriteString("## Failover: leader kill -9 and SIGTERM hand-off\n\n")
+	b.WriteString("A probe of 4 closed-loop writers (500 ms timeout per write, 5 ms pause after a failure) writes during every trial. " +
+		"Ours writes through an API server process (`PUT /namespaces/bench/content/w<n>/labels`) connected to all three coordinators; " +
+		"etcd's probe is a `clientv3` client over all three endpoints writing 256 B values. " +
+		"Per trial: wait until every member is up and one leader is agreed, write for 0.5 s, then kill -9 (or SIGTERM) the leader; " +
+		"**first write** = fault -> answer of the first successful write sent after the fault; " +
+		"**longest gap** = longest stretch with no successful answer between the fault and 2 s after that first success (the unavailability a client sees). " +
+		"The stopped member is restarted on its data directory before the next trial. Both use their default timing (ours: `--raft-election-timeout 1s`; etcd: 100 ms heartbeat, 1000 ms election).\n\n")
+	b.WriteString(table([]string{"system", "fault", "trials", "first write p50 ms", "first write p99 ms",
+		"longest gap p50 ms", "longest gap p99 ms", "trials without recovery"}, tr))
+	return b.String(), nil
+}
+
+func oursFailover(r *runner, o options) []*failoverRow {
+	c := startOurs(r, 3)
+	c.setupContent(context.Background(), 4)
+	_, api := c.StartServer()
+	ps := &probeSet{}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.Cleanup(cancel)
+	body := []byte(`{"labels":{"v":"` + loadgen.Payload(200, false) + `"}}`)
+	go loadgen.Probe(ctx, 4, 500*time.Millisecond, func(ctx context.Context, w, i int) error {
+		code, b, err := api.Do(ctx, http.MethodPut, fmt.Sprintf("/namespaces/bench/content/w%d/labels", w), "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, b)
+		}
+		return nil
+	}, ps.add)
+
+	kill := &failoverRow{system: "ours (3 coordinators)", event: "kill -9 leader"}
+	term := &failoverRow{system: "ours (3 coordinators)", event: "SIGTERM leader (hand-off)"}
+	for _, row := range []*failoverRow{kill, term} {
+		for t := range o.trials {
+			for i := range c.Nodes {
+				c.WaitReady(i, 60*time.Second)
+			}
+			li := c.WaitLeader(60 * time.Second)
+			time.Sleep(settle) // steady load before the fault (measurement, not synchronisation)
+			at := time.Now()
+			if row == kill {
+				c.Nodes[li].Kill()
+			} else {
+				c.Nodes[li].Signal(syscall.SIGTERM)
+			}
+			out, ok := waitOutage(r, ps.get, at)
+			if !ok {
+				row.failed++
+			} else {
+				row.trials = append(row.trials, out)
+			}
+			slog.Info("ours failover trial", "event", row.event, "trial", t, "first", out.first, "gap", out.gap, "ok", ok)
+			if !c.Nodes[li].Wait(30 * time.Second) {
+				c.Nodes[li].Kill()
+			}
+			c.Start(li)
+		}
+	}
+	cancel()
+	return []*failoverRow{kill, term}
+}
+
+func etcdFailover(r *runner, o options) []*failoverRow {
+	ec := startEtcd(r, 3)
+	succ, stop := ec.probe(4, 30*time.Minute)
+	defer stop()
+	kill := &failoverRow{system: "etcd (3 members)", event: "kill -9 leader"}
+	term := &failoverRow{system: "etcd (3 members)", event: "SIGTERM leader (hand-off)"}
+	for _, row := range []*failoverRow{kill, term} {
+		for t := range o.trials {
+			for i := range ec.members {
+				ec.waitReady(i)
+			}
+			li := ec.waitLeader()
+			time.Sleep(settle)
+			at := time.Now()
+			stopped := make(chan struct{})
+			if row == kill {
+				ec.kill(li)
+				close(stopped)
+			} else {
+				go func() { ec.term(li); close(stopped) }()
+			}
+			out, ok := waitOutage(r, succ, at)
+			if !ok {
+				row.failed++
+			} else {
+				row.trials = append(row.trials, out)
+			}
+			slog.Info("etcd failover trial", "event", row.event, "trial", t, "first", out.first, "gap", out.gap, "ok", ok)
+			<-stopped
+			ec.start(li)
+		}
+	}
+	return []*failoverRow{kill, term}
+}
+
+var _ = harness.Eventually

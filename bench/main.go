@@ -1,0 +1,143 @@
+// Command bench measures the coordinator against a peer measured in the same
+// run on the same machine (a 3-member etcd cluster on loopback) and writes
+// the tables of BENCHMARKS.md. Run from the repository root:
+//
+//	go run ./bench writes     # small writes: ours vs etcd, 1/16/64 clients, 256 B / 4 KiB; 3 vs 1 node
+//	go run ./bench failover   # kill -9 and SIGTERM of the leader, ours vs etcd
+//	go run ./bench sched      # upload -> task at an executor; tasks created+assigned per second
+//	go run ./bench scale      # 1M items: memory, snapshot, restart, follower catch-up
+//	go run ./bench all
+//
+// Every suite takes --quick (seconds instead of minutes; what CI's smoke test
+// runs) and writes its section of --out (default BENCHMARKS.md). The etcd
+// peer is built from bench/etcdpeer, a separate Go module.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+type options struct {
+	out      string
+	quick    bool
+	duration time.Duration // per load cell
+	trials   int
+	items    int
+	noEtcd   bool
+	profile  bool
+}
+
+type suite struct {
+	name string
+	doc  string
+	run  func(r *runner, o options) (string, error)
+}
+
+var suites = []suite{
+	{"writes", "small writes, ours vs etcd", writesSuite},
+	{"failover", "leader kill -9 and SIGTERM hand-off, ours vs etcd", failoverSuite},
+	{"sched", "scheduling latency and throughput", schedSuite},
+	{"scale", "1M items: memory, snapshot, restart, new follower", scaleSuite},
+}
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
+		usage()
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	o, err := parseFlags(os.Args[2:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	cmd := "go run ./bench " + strings.Join(os.Args[1:], " ")
+	if err := run(name, o, cmd); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile]")
+	for _, s := range suites {
+		fmt.Fprintf(os.Stderr, "  %-9s %s\n", s.name, s.doc)
+	}
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "Markdown file whose section this suite rewrites")
+	fs.BoolVar(&o.quick, "quick", false, "tiny run (smoke test): short cells, few trials, few items")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per load cell")
+	fs.IntVar(&o.trials, "trials", 20, "failover trials per kind and system")
+	fs.IntVar(&o.items, "items", 1_000_000, "content items of the scale suite")
+	fs.BoolVar(&o.noEtcd, "no-etcd", false, "skip the etcd peer")
+	fs.BoolVar(&o.profile, "profile", false, "CPU-profile our leader during the heaviest cell and print pprof top")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.quick {
+		o.duration = min(o.duration, 700*time.Millisecond)
+		o.trials = min(o.trials, 2)
+		o.items = min(o.items, 5_000)
+	}
+	return o, nil
+}
+
+// run runs one suite (or all) and writes each finished section.
+func run(name string, o options, cmd string) error {
+	var errs []error
+	found := false
+	for _, s := range suites {
+		if name != "all" && name != s.name {
+			continue
+		}
+		found = true
+		slog.Info("suite start", "suite", s.name)
+		body, err := runSuite(s, o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		c := cmd
+		if name == "all" {
+			c = strings.Replace(cmd, " all", " "+s.name, 1)
+		}
+		text := body + "\nReproduce: `" + c + "`\n\n" + machineLine() + "\n"
+		if err := writeSection(o.out, s.name, text); err != nil {
+			errs = append(errs, err)
+		}
+		slog.Info("suite done", "suite", s.name, "out", o.out)
+	}
+	if !found {
+		usage()
+		return fmt.Errorf("unknown suite %q", name)
+	}
+	return errors.Join(errs...)
+}
+
+// runSuite turns a harness Fatal into an error and always cleans up the
+// processes the suite started.
+func runSuite(s suite, o options) (body string, err error) {
+	r := &runner{}
+	defer r.close()
+	defer func() {
+		if v := recover(); v != nil {
+			f, ok := v.(fatal)
+			if !ok {
+				panic(v)
+			}
+			err = errors.New(f.msg)
+		}
+	}()
+	return s.run(r, o)
+}

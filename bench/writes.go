@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/indexify-go/indexify/bench/loadgen"
+)
+
+var (
+	writeClients = []int{1, 16, 64}
+	writeSizes   = []int{256, 4096}
+)
+
+// writesSuite: the same closed-loop generator against our 3-node cluster
+// and a 3-member etcd cluster, then our 1-node cluster (issue 3's 3 vs 1).
+func writesSuite(r *runner, o options) (string, error) {
+	ctx := context.Background()
+	type cell struct{ ours, etcd, one loadgen.Result }
+	cells := map[[2]int]*cell{}
+	for _, s := range writeSizes {
+		for _, c := range writeClients {
+			cells[[2]int{s, c}] = &cell{}
+		}
+	}
+	run := fmt.Sprint(time.Now().UnixNano())
+	var profile string
+
+	// Ours, 3 nodes.
+	pdir := pprofEnv(r, o)
+	ours := startOurs(r, 3)
+	ours.setupContent(ctx, 64)
+	for _, s := range writeSizes {
+		for _, c := range writeClients {
+			cfg := loadgen.Config{Clients: c, Duration: o.duration, Warmup: warmup(o)}
+			var top chan string
+			if pdir != "" && c == 64 && s == 256 {
+				top = make(chan string, 1)
+				_, id := ours.leader()
+				go func() { top <- cpuTop(pdir, id, max(o.duration-time.Second, time.Second), 30) }()
+			}
+			res := loadgen.Run(ctx, cfg, labelWrite(ours.cl, s, fmt.Sprintf("%s-%d-%d", run, s, c)))
+			if top != nil {
+				profile = <-top
+			}
+			slog.Info("ours 3 nodes", "size", s, "res", res.String())
+			cells[[2]int{s, c}].ours = res
+		}
+	}
+	r.close() // stop our cluster before the peer runs: one system at a time
+
+	// etcd, 3 members.
+	etcdNote := ""
+	if o.noEtcd {
+		etcdNote = "etcd skipped (--no-etcd)."
+	} else {
+		ec := startEtcd(r, 3)
+		for _, s := range writeSizes {
+			for _, c := range writeClients {
+				res, err := ec.load(c, s, o)
+				if err != nil {
+					return "", err
+				}
+				slog.Info("etcd 3 members", "size", s, "res", res.String())
+				cells[[2]int{s, c}].etcd = res
+			}
+		}
+		r.close()
+	}
+
+	// Ours, 1 node, 64 clients.
+	one := startOurs(r, 1)
+	one.setupContent(ctx, 64)
+	for _, s := range writeSizes {
+		res := loadgen.Run(ctx, loadgen.Config{Clients: 64, Duration: o.duration, Warmup: warmup(o)},
+			labelWrite(one.cl, s, fmt.Sprintf("%s-one-%d", run, s)))
+		slog.Info("ours 1 node", "size", s, "res", res.String())
+		cells[[2]int{s, 64}].one = res
+	}
+	r.close()
+
+	var rows [][]string
+	for _, s := range writeSizes {
+		for _, c := range writeClients {
+			x := cells[[2]int{s, c}]
+			rows = append(rows, []string{
+				fmt.Sprint(s), fmt.Sprint(c),
+				num(x.ours.OpsPerSec), ms(x.ours.P50Ms), ms(x.ours.P99Ms),
+				num(x.etcd.OpsPerSec), ms(x.etcd.P50Ms), ms(x.etcd.P99Ms),
+				ratio(x.ours.OpsPerSec, x.etcd.OpsPerSec), ratio(x.ours.P99Ms, x.etcd.P99Ms),
+				fmt.Sprint(x.ours.Errors + x.etcd.Errors),
+			})
+		}
+	}
+	var b strings.Builder
+	b.WriteString("## Small writes: ours vs etcd (3 members each, loopback, same disk)\n\n")
+	b.WriteString("Ours: `CoordinatorService.UpdateLabels` (labels `{\"v\": <JSON string of SIZE bytes>}`, a request id per write) " +
+		"on content `w<client>`, through one gRPC connection balancing over all three coordinators (followers forward to the leader). " +
+		"etcd: `clientv3.Put` of a SIZE-byte value to key `bench/<client>`, one client over all three endpoints. " +
+		"Both are driven by the same closed-loop generator (`bench/loadgen`); ops/s and latencies are per acknowledged write. " +
+		etcdNote + "\n\n")
+	b.WriteString(table([]string{"value B", "clients", "ours ops/s", "ours p50 ms", "ours p99 ms",
+		"etcd ops/s", "etcd p50 ms", "etcd p99 ms", "throughput ours/etcd", "p99 ours/etcd", "errors"}, rows))
+	b.WriteString("\n### Write throughput, 3 nodes vs 1 node (ours, 64 clients)\n\n")
+	var rows2 [][]string
+	for _, s := range writeSizes {
+		x := cells[[2]int{s, 64}]
+		rows2 = append(rows2, []string{fmt.Sprint(s), num(x.one.OpsPerSec), ms(x.one.P99Ms),
+			num(x.ours.OpsPerSec), ms(x.ours.P99Ms), ratio(x.ours.OpsPerSec, x.one.OpsPerSec)})
+	}
+	b.WriteString(table([]string{"value B", "1 node ops/s", "1 node p99 ms", "3 nodes ops/s", "3 nodes p99 ms", "3 nodes / 1 node"}, rows2))
+	if profile != "" {
+		b.WriteString("\n### CPU profile of our leader (256 B, 64 clients): `go tool pprof -top`\n\n```\n" + profile + "\n```\n")
+	}
+	return b.String(), nil
+}
