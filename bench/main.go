@@ -6,6 +6,7 @@
 //	go run ./bench failover   # kill -9 and SIGTERM of the leader, ours vs etcd
 //	go run ./bench sched      # upload -> task at an executor; tasks created+assigned per second
 //	go run ./bench scale      # 1M items: memory, snapshot, restart, follower catch-up
+//	go run ./bench micro      # go test -bench figures (allocation planner etc.)
 //	go run ./bench all
 //
 // Every suite takes --quick (seconds instead of minutes; what CI's smoke test
@@ -31,6 +32,7 @@ type options struct {
 	items    int
 	noEtcd   bool
 	profile  bool
+	inProc   bool
 }
 
 type suite struct {
@@ -44,6 +46,7 @@ var suites = []suite{
 	{"failover", "leader kill -9 and SIGTERM hand-off, ours vs etcd", failoverSuite},
 	{"sched", "scheduling latency and throughput", schedSuite},
 	{"scale", "1M items: memory, snapshot, restart, new follower", scaleSuite},
+	{"micro", "the repository's go test -bench figures (allocation planner, scheduler pass, FSM apply)", microSuite},
 }
 
 func main() {
@@ -81,7 +84,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.trials, "trials", 20, "failover trials per kind and system")
 	fs.IntVar(&o.items, "items", 1_000_000, "content items of the scale suite")
 	fs.BoolVar(&o.noEtcd, "no-etcd", false, "skip the etcd peer")
-	fs.BoolVar(&o.profile, "profile", false, "CPU-profile our leader during the heaviest cell and print pprof top")
+	fs.BoolVar(&o.profile, "profile", false, "add pprof top listings: our leader's CPU in the heaviest write cell; the scale suite's heap and restore CPU")
+	fs.BoolVar(&o.inProc, "in-process-only", false, "scale: skip the real-process part (restart, new follower)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

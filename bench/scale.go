@@ -114,6 +114,10 @@ func scaleSuite(r *runner, o options) (string, error) {
 	}
 	build := time.Since(t0)
 	slog.Info("state built", "items", n, "bytes/item", perItem, "took", build)
+	var heapTop, restoreTop string
+	if o.profile {
+		heapTop = heapProfileTop(r)
+	}
 
 	dir := r.TempDir()
 	snapPath := filepath.Join(dir, "state.snap")
@@ -136,26 +140,36 @@ func scaleSuite(r *runner, o options) (string, error) {
 		return "", err
 	}
 	runtime.KeepAlive(f)
-	f = nil
+	f, ss = nil, nil
 	runtime.GC()
 
-	t2 := time.Now()
 	in, err := os.Open(snapPath)
 	if err != nil {
 		return "", err
 	}
+	var stopProf func() string
+	if o.profile {
+		stopProf = startCPUProfile(r)
+	}
+	t2 := time.Now()
 	f2 := state.NewFSM(state.NewStore(), nil)
 	if err := f2.Restore(in); err != nil {
 		return "", err
 	}
 	restore := time.Since(t2)
+	if stopProf != nil {
+		restoreTop = stopProf()
+	}
 	f2 = nil
 	runtime.GC()
 	slog.Info("snapshot", "bytes", fi.Size(), "persist", persist, "restore", restore)
 
 	// A real coordinator takes the snapshot (`indexify cluster snapshot
 	// restore`), is restarted, and a new node joins and installs it.
-	ps := processScale(r, n, o.quick)
+	ps := procScale{}
+	if !o.inProc {
+		ps = processScale(r, n, o.quick)
+	}
 
 	var b strings.Builder
 	b.WriteString(fmt.Sprintf("## Scale: %d content items, each with its task\n\n", n))
@@ -177,6 +191,12 @@ func scaleSuite(r *runner, o options) (string, error) {
 		{"new follower: start -> `/readyz` 200 (state installed)", fmtDur(ps.follower), "", ""},
 	}
 	b.WriteString(table([]string{"measure", "value", "goal", "met"}, rows))
+	if heapTop != "" {
+		b.WriteString("\n### Where the memory goes: `go tool pprof -top -sample_index=inuse_space` after building the state\n\n```\n" + heapTop + "\n```\n")
+	}
+	if restoreTop != "" {
+		b.WriteString("\n### Where restore time goes: `go tool pprof -top` of the in-process restore\n\n```\n" + restoreTop + "\n```\n")
+	}
 	if ps.filler > 0 {
 		b.WriteString(fmt.Sprintf("\nBefore the snapshot, %d label writes follow the ingest, so the snapshot lets Raft compact the ingest entries away (it keeps 10,240 trailing entries): the new follower receives the snapshot (InstallSnapshot) plus those trailing entries, not the whole log.\n", ps.filler))
 	} else {
