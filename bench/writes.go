@@ -45,15 +45,18 @@ func writesSuite(r *runner, o options) (string, error) {
 	for _, s := range writeSizes {
 		for _, c := range writeClients {
 			cfg := loadgen.Config{Clients: c, Duration: o.duration, Warmup: warmup(o)}
-			var top chan string
+			var top, ftop chan string
 			if pdir != "" && c == 64 && s == 256 {
-				top = make(chan string, 1)
-				_, id := ours.leader()
-				go func() { top <- cpuTop(pdir, id, max(o.duration-time.Second, time.Second), 30) }()
+				top, ftop = make(chan string, 1), make(chan string, 1)
+				li, id := ours.leader()
+				fid := ours.Nodes[(li+1)%3].ID
+				d := max(o.duration-time.Second, time.Second)
+				go func() { top <- cpuTop(pdir, id, d, 30) }()
+				go func() { ftop <- cpuTop(pdir, fid, d, 30) }()
 			}
 			res := loadgen.Run(ctx, cfg, labelWrite(ours.cl, s, fmt.Sprintf("%s-%d-%d", run, s, c)))
 			if top != nil {
-				profile = <-top
+				profile = "leader:\n" + <-top + "\n\na follower:\n" + <-ftop
 			}
 			slog.Info("ours 3 nodes", "size", s, "res", res.String())
 			cells[[2]int{s, c}].ours = res
@@ -112,7 +115,7 @@ func writesSuite(r *runner, o options) (string, error) {
 	}
 	b.WriteString(table([]string{"value B", "1 node ops/s", "1 node p99 ms", "3 nodes ops/s", "3 nodes p99 ms", "3 nodes / 1 node"}, rows2))
 	if profile != "" {
-		b.WriteString("\n### CPU profile of our leader (256 B, 64 clients): `go tool pprof -top`\n\n```\n" + profile + "\n```\n")
+		b.WriteString("\n### CPU profiles of our leader and a follower (256 B, 64 clients): `go tool pprof -top`\n\n```\n" + profile + "\n```\n")
 	}
 	return b.String(), nil
 }
