@@ -10,7 +10,7 @@ IMAGE_TAG ?= $(subst +,-,$(VERSION))
 IMAGE_CTX := bin/image-context
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build test bench generate image
+.PHONY: build test bench bench-full generate image
 
 build: ## static binary in bin/indexify
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/indexify ./cmd/indexify
@@ -19,8 +19,11 @@ test: ## the whole test suite, race detector on; then the chart and Docker pod t
 	$(GO) test -race -timeout 20m ./...
 	cd test/deploy && $(GO) test -race -timeout 10m ./...
 
-bench: ## benchmarks reported in BENCHMARKS.md
+bench: ## Go micro-benchmarks (go test -bench) of the internal packages
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+bench-full: ## every BENCHMARKS.md table: ours vs etcd, failover, scheduling, scale (about 30 minutes)
+	$(GO) run ./bench all
 
 generate: ## regenerate protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	$(GO) generate ./proto

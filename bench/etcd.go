@@ -33,7 +33,12 @@ func etcdPeerBinary() (string, error) {
 	etcdBuild.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		dir := filepath.Join(filepath.Dir(file), "etcdpeer")
-		out := filepath.Join(os.TempDir(), "indexify-bench-etcdpeer")
+		tmp, err := os.MkdirTemp("", "indexify-bench-etcdpeer-")
+		if err != nil {
+			etcdBuild.err = err
+			return
+		}
+		out := filepath.Join(tmp, "etcdpeer")
 		cmd := exec.Command("go", "build", "-o", out, ".")
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
