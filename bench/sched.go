@@ -222,6 +222,7 @@ func schedSuite(r *runner, o options) (string, error) {
 	r.close()
 
 	// 3 coordinators + API server; the executor holds its stream on a follower.
+	pdir := pprofEnv(r, o)
 	c := startOurs(r, 3)
 	_, api := c.StartServer()
 	li := c.WaitLeader(60 * time.Second)
@@ -242,7 +243,7 @@ func schedSuite(r *runner, o options) (string, error) {
 	}
 
 	// Throughput: CreateContent batches straight into the coordinators.
-	tp := taskThroughput(ctx, r, c, sink, o)
+	tp := taskThroughput(ctx, r, c, sink, o, pdir)
 	r.close()
 
 	var tr [][]string
@@ -265,7 +266,7 @@ func schedSuite(r *runner, o options) (string, error) {
 // items into graph "bg"; 10 executor streams count pushed tasks. Rate =
 // tasks / (last task received - first batch sent). Each task was created,
 // assigned (both committed through Raft by the scheduler) and pushed.
-func taskThroughput(ctx context.Context, r *runner, c *ourCluster, sink *taskSink, o options) string {
+func taskThroughput(ctx context.Context, r *runner, c *ourCluster, sink *taskSink, o options, pdir string) string {
 	total, batch, drivers := 200_000, 1000, 8
 	if o.quick {
 		total = 5_000
@@ -287,6 +288,24 @@ func taskThroughput(ctx context.Context, r *runner, c *ourCluster, sink *taskSin
 		return nil
 	})
 	base := sink.count.Load()
+	var tops []chan string
+	var topNames []string
+	if pdir != "" {
+		// Profile every node for the first seconds of the run, when
+		// ingest, scheduling and pushing all overlap.
+		li := c.WaitLeader(time.Minute)
+		for i := range c.Nodes {
+			ch := make(chan string, 1)
+			id := c.Nodes[i].ID
+			go func() { ch <- cpuTop(pdir, id, 8*time.Second, 30) }()
+			tops = append(tops, ch)
+			name := id
+			if i == li {
+				name += " (leader)"
+			}
+			topNames = append(topNames, name)
+		}
+	}
 	var next atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -334,7 +353,14 @@ func taskThroughput(ctx context.Context, r *runner, c *ourCluster, sink *taskSin
 	if got < int64(total) {
 		r.Fatalf("only %d of %d tasks reached the executors within 3 minutes.%s", got, total, errNote)
 	}
+	prof := ""
+	for i, ch := range tops {
+		prof += "\n" + topNames[i] + ":\n" + <-ch + "\n"
+	}
+	if prof != "" {
+		prof = "\n\nCPU profiles of the three coordinators (first 8 s of the run), `go tool pprof -top`:\n\n```" + prof + "```\n"
+	}
 	return fmt.Sprintf("%d content items in CreateContent batches of %d from %d concurrent drivers, one policy, 10 executor streams spread over the 3 nodes.%s\n\n", total, batch, drivers, errNote) +
 		table([]string{"tasks pushed", "seconds (first batch sent -> last task received)", "tasks created+assigned+pushed per second", "ingest done after s", "goal"},
-			[][]string{{fmt.Sprint(got), fmt.Sprintf("%.2f", el.Seconds()), num(rate), fmt.Sprintf("%.2f", created.Seconds()), ">= 20,000/s"}})
+			[][]string{{fmt.Sprint(got), fmt.Sprintf("%.2f", el.Seconds()), num(rate), fmt.Sprintf("%.2f", created.Seconds()), ">= 20,000/s"}}) + prof
 }
