@@ -46,6 +46,7 @@ var variants = []struct {
 		"server.ingress.enabled", true, "server.ingress.hosts", []any{map[string]any{"host": "ix.example.com"}},
 		"metrics.serviceMonitor.enabled", true, "tls.enabled", true, "tls.secretName", "s",
 		"server.replicas", 2, "server.blob.existingClaim", "blobs"), 7},
+	{"s3 and security on", s3SecurityValues(), 3},
 }
 
 func TestInvariants(t *testing.T) {
@@ -58,6 +59,8 @@ func TestInvariants(t *testing.T) {
 			checkPods(t, r)
 			checkClients(t, r)
 			checkNoNamespace(t, r)
+			checkFileFlags(t, r)
+			checkBlobStore(t, r)
 		})
 	}
 }
@@ -447,7 +450,8 @@ func checkClients(t *testing.T, r *Rendered) {
 	if svc == nil || svc.Spec.Ports[0].Port != 8900 {
 		t.Fatalf("API service %+v", svc)
 	}
-	if mustArg(t, ac.Args, "--blob-dir") != mountPath(t, ac, "blobs")+"/blobs" {
+	if store, _ := argValue(ac.Args, "--blob-store"); store != "s3" &&
+		mustArg(t, ac.Args, "--blob-dir") != mountPath(t, ac, "blobs")+"/blobs" {
 		t.Errorf("API blobs are not on the blobs volume")
 	}
 	execs := 0
