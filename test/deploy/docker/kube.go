@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ type Kube struct {
 	pods    map[string]*Pod
 	volumes map[string]bool
 	logs    map[string]string // output of deleted incarnations
+	secrets map[string]map[string]string
 }
 
 // Pod is one running pod (container).
@@ -58,7 +60,8 @@ func New(t testing.TB, values map[string]any) *Kube {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	k := &Kube{t: t, Image: img, Network: "ixtest-" + hex.EncodeToString(b), dir: t.TempDir(),
-		r: r, pods: map[string]*Pod{}, volumes: map[string]bool{}, logs: map[string]string{}}
+		r: r, pods: map[string]*Pod{}, volumes: map[string]bool{}, logs: map[string]string{},
+		secrets: map[string]map[string]string{}}
 	if err := writeConfigMaps(r, k.dir); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +168,32 @@ func (k *Kube) Upgrade(values map[string]any) {
 	k.mu.Unlock()
 }
 
+// CreateSecret is `kubectl create secret generic`: pods started afterwards
+// can read its keys through secretKeyRef env and Secret volumes.
+func (k *Kube) CreateSecret(name string, data map[string]string) {
+	k.t.Helper()
+	if err := writeKeys(filepath.Join(k.secretDir(), name), data); err != nil {
+		k.t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.secrets[name] = data
+	k.mu.Unlock()
+}
+
+// secretDir is beside the ConfigMaps' directories; "_" cannot start a
+// ConfigMap name, so the two never collide.
+func (k *Kube) secretDir() string { return filepath.Join(k.dir, "_secrets") }
+
+func (k *Kube) secretsCopy() map[string]map[string]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]map[string]string, len(k.secrets))
+	for n, d := range k.secrets {
+		out[n] = d
+	}
+	return out
+}
+
 // StatefulSetName is the coordinator StatefulSet's name.
 func (k *Kube) StatefulSetName() string {
 	for n := range k.Rendered().StatefulSets {
@@ -213,7 +242,8 @@ func (k *Kube) start(name string, tpl corev1.PodTemplateSpec, claims map[string]
 	r := k.r
 	k.mu.Unlock()
 	run := &podRun{name: name, ip: ip.String(), template: tpl, claims: claims,
-		aliases: serviceAliases(r, name, tpl.Labels), configDir: k.dir}
+		aliases: serviceAliases(r, name, tpl.Labels), configDir: k.dir,
+		secretDir: k.secretDir(), secrets: k.secretsCopy()}
 	args, err := run.runArgs(k.Network, k.Image)
 	if err != nil {
 		k.t.Fatal(err)

@@ -8,5 +8,6 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	RemoveImage()
+	removeVersityImage()
 	os.Exit(code)
 }

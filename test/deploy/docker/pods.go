@@ -20,6 +20,8 @@ type podRun struct {
 	claims    map[string]string // volume name -> docker volume (PVCs)
 	aliases   []string
 	configDir string // where ConfigMaps are written: <configDir>/<configmap>/<key>
+	secretDir string // where Secrets are written: <secretDir>/<secret>/<key>
+	secrets   map[string]map[string]string
 }
 
 // serviceAliases reproduces the Services that select a pod: a headless
@@ -46,23 +48,32 @@ func serviceAliases(r *chart.Rendered, pod string, podLabels map[string]string) 
 // later is what a kubelet does after a ConfigMap update.
 func writeConfigMaps(r *chart.Rendered, dir string) error {
 	for name, cm := range r.ConfigMaps {
-		d := filepath.Join(dir, name)
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := writeKeys(filepath.Join(dir, name), cm.Data); err != nil {
 			return err
 		}
-		if err := os.Chmod(d, 0o755); err != nil {
+	}
+	return nil
+}
+
+// writeKeys writes one ConfigMap's or Secret's keys into directory d. The
+// files are world-readable: the kubelet makes Secret files readable by the
+// pod's fsGroup, which the harness cannot reproduce with a bind mount.
+func writeKeys(d string, data map[string]string) error {
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		return err
+	}
+	for k, v := range data {
+		// Write-then-rename, like the kubelet's atomic symlink swap: a
+		// reader never sees a half-written file.
+		tmp := filepath.Join(d, "."+k+".tmp")
+		if err := os.WriteFile(tmp, []byte(v), 0o644); err != nil {
 			return err
 		}
-		for k, v := range cm.Data {
-			// Write-then-rename, like the kubelet's atomic symlink swap: a
-			// reader never sees a half-written file.
-			tmp := filepath.Join(d, "."+k+".tmp")
-			if err := os.WriteFile(tmp, []byte(v), 0o644); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp, filepath.Join(d, k)); err != nil {
-				return err
-			}
+		if err := os.Rename(tmp, filepath.Join(d, k)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -107,9 +118,21 @@ func (p *podRun) runArgs(network, image string) ([]string, error) {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		v := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			// A missing Secret or key stops the pod from starting, as the
+			// kubelet's CreateContainerConfigError does.
+			ref := e.ValueFrom.SecretKeyRef
+			val, ok := p.secrets[ref.Name][ref.Key]
+			if !ok {
+				return nil, fmt.Errorf("pod %s: env %s: Secret %s has no key %s", p.name, e.Name, ref.Name, ref.Key)
+			}
+			env[e.Name] = val
+			args = append(args, "-e", e.Name+"="+val)
+			continue
+		}
 		if e.ValueFrom != nil {
 			if e.ValueFrom.FieldRef == nil {
-				return nil, fmt.Errorf("pod %s: env %s: only fieldRef is supported", p.name, e.Name)
+				return nil, fmt.Errorf("pod %s: env %s: only fieldRef and secretKeyRef are supported", p.name, e.Name)
 			}
 			switch e.ValueFrom.FieldRef.FieldPath {
 			case "metadata.name":
@@ -141,6 +164,11 @@ func (p *podRun) runArgs(network, image string) ([]string, error) {
 			return nil, fmt.Errorf("pod %s: mount of unknown volume %s", p.name, m.Name)
 		case v.ConfigMap != nil:
 			args = append(args, "-v", filepath.Join(p.configDir, v.ConfigMap.Name)+":"+m.MountPath+":ro")
+		case v.Secret != nil:
+			if _, ok := p.secrets[v.Secret.SecretName]; !ok {
+				return nil, fmt.Errorf("pod %s: volume %s: no Secret %s", p.name, m.Name, v.Secret.SecretName)
+			}
+			args = append(args, "-v", filepath.Join(p.secretDir, v.Secret.SecretName)+":"+m.MountPath+":ro")
 		case v.EmptyDir != nil:
 			// An anonymous volume: empty, owned like the image's directory
 			// (the image prepares /tmp and /var/lib/indexify for its user),
@@ -148,7 +176,7 @@ func (p *podRun) runArgs(network, image string) ([]string, error) {
 			// closer, but its mode option is not honoured on every engine.
 			args = append(args, "-v", m.MountPath)
 		default:
-			return nil, fmt.Errorf("pod %s: volume %s: only configMap, emptyDir and claims are played", p.name, m.Name)
+			return nil, fmt.Errorf("pod %s: volume %s: only configMap, secret, emptyDir and claims are played", p.name, m.Name)
 		}
 	}
 	for _, port := range c.Ports {
