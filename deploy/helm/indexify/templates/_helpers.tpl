@@ -125,16 +125,16 @@ renders them so a release switches TLS on with one value.
 
 {{- define "indexify.tls.args" -}}
 {{- if .Values.tls.enabled }}
-- --tls-cert-file=/etc/indexify/tls/tls.crt
-- --tls-key-file=/etc/indexify/tls/tls.key
-- --tls-ca-file=/etc/indexify/tls/ca.crt
+- --tls-cert-file=/etc/indexify-secrets/tls/tls.crt
+- --tls-key-file=/etc/indexify-secrets/tls/tls.key
+- --tls-ca-file=/etc/indexify-secrets/tls/ca.crt
 {{- end }}
 {{- end }}
 
 {{- define "indexify.tls.volumeMount" -}}
 {{- if .Values.tls.enabled }}
 - name: tls
-  mountPath: /etc/indexify/tls
+  mountPath: /etc/indexify-secrets/tls
   readOnly: true
 {{- end }}
 {{- end }}
