@@ -140,6 +140,13 @@ func securedCluster(t *testing.T, specs []*spec, mod func(*spec, *Config)) []*te
 		}, nil))
 	}
 	leader := waitLeader(t, nodes...)
+	// A member that joined with an empty log is a non-voter until autopilot
+	// promotes it; wait for that so the "before" view does not move by itself.
+	var ids []string
+	for _, s := range specs {
+		ids = append(ids, s.id)
+	}
+	waitVoters(t, ids, nodes...)
 	mustCreateNamespace(t, leader.node, "tenant-a")
 	// Settled: every member's NodeInfo upsert applied everywhere, so the
 	// "before" view does not move by itself.
