@@ -270,7 +270,18 @@ func (n *Node) linearizable(ctx context.Context) error {
 			idx, err = n.remoteReadIndex(ctx)
 		}
 		if err == nil {
-			return n.WaitApplied(ctx, idx)
+			// A connected replica reaches the read index within a heartbeat
+			// or two. One that got the index and was then cut off from the
+			// leader never will: give up like a leaderless call, so the
+			// client retries on another coordinator instead of waiting out
+			// its deadline (chaos regression, 2|1 partition).
+			wctx, cancel := context.WithTimeout(ctx, n.leaderlessLimit())
+			err = n.WaitApplied(wctx, idx)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("%w: replica did not catch up to read index %d: %v", ErrNoLeader, idx, err)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("cluster: linearizable read: %w (last error: %w)", ctx.Err(), err)
