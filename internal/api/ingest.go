@@ -248,6 +248,7 @@ func (s *Server) receiveMultipart(w http.ResponseWriter, r *http.Request, ns, id
 			up.labels, up.hasLabels, err = readLabelsPart(part)
 		default:
 			_, err = io.Copy(io.Discard, part) // bounded by MaxBytesReader
+			err = partReadError(err, limit)
 		}
 		part.Close()
 		if err != nil {
@@ -457,4 +458,19 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("redirect to unsupported scheme %q", req.URL.Scheme)
 	}
 	return nil
+}
+
+// partReadError classifies a failure while reading a multipart part's body:
+// the client's body was too large or malformed (truncated, a broken
+// boundary), never a server fault. A fuzzer found the truncated case
+// answering 500.
+func partReadError(err error, limit int64) error {
+	if err == nil {
+		return nil
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge(limit)
+	}
+	return badRequest(codeInvalidMultipart, "malformed multipart body: %v", err)
 }

@@ -152,6 +152,7 @@ func (s *Server) receiveResult(w http.ResponseWriter, r *http.Request, task *pb.
 				err = badRequest(codeInvalidMultipart, "more than one %q part", name)
 			} else {
 				resultJSON, err = io.ReadAll(io.LimitReader(part, maxResultJSON+1))
+				err = partReadError(err, limit)
 				if err == nil && len(resultJSON) > maxResultJSON {
 					err = tooLarge(maxResultJSON)
 				}
@@ -168,6 +169,7 @@ func (s *Server) receiveResult(w http.ResponseWriter, r *http.Request, task *pb.
 			}
 		} else {
 			_, err = io.Copy(io.Discard, part)
+			err = partReadError(err, limit)
 		}
 		part.Close()
 		if err != nil {
