@@ -35,7 +35,13 @@ type Expr struct {
 }
 
 // String renders the expression in its input syntax.
-func (e Expr) String() string { return e.Key + string(e.Op) + e.Value }
+func (e Expr) String() string {
+	// "k>" with value "=1" must not print as "k>=1", which parses as >=.
+	if (e.Op == OpLt || e.Op == OpGt) && strings.HasPrefix(e.Value, "=") {
+		return e.Key + string(e.Op) + " " + e.Value
+	}
+	return e.Key + string(e.Op) + e.Value
+}
 
 // Filter is a conjunction of parsed expressions.
 type Filter struct {
