@@ -256,6 +256,7 @@ func TestClusterFullRestartWithNewAddresses(t *testing.T) {
 	c.WaitLeader(30 * time.Second)
 	api1, api := c.StartServer()
 	harness.Eventually(t, 30*time.Second, "write before restart", func() error { return createNamespace(api, "before-move") })
+	c.WaitReady(0, 30*time.Second) // ready implies the cluster id is known
 	before, err := c.Status(0)
 	if err != nil {
 		t.Fatal(err)

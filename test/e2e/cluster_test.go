@@ -127,7 +127,11 @@ func TestClusterWipedNodeRejoins(t *testing.T) {
 	c.WaitLeader(30 * time.Second)
 	_, api := c.StartServer()
 	harness.Eventually(t, 30*time.Second, "first write", func() error { return createNamespace(api, "before-wipe") })
-	before, _ := c.Status(0)
+	c.WaitReady(0, 30*time.Second) // ready implies the cluster id is known
+	before, err := c.Status(0)
+	if err != nil || before.GetClusterId() == "" {
+		t.Fatalf("status of a ready node: %v %v", before, err)
+	}
 
 	victim := 2
 	if l := c.WaitLeader(10 * time.Second); l == victim {
