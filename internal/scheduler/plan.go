@@ -44,12 +44,12 @@ func Plan(s *state.Store, now time.Time, cfg Config) *pb.SchedulerUpdateCmd {
 	}
 	changes := s.UnprocessedChanges(cfg.BatchChanges)
 	for _, ch := range changes {
-		if isContentChange(ch.GetType()) {
+		if state.IsContentChange(ch.GetType()) {
 			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]++
 		}
 	}
 	for _, ch := range changes {
-		if isContentChange(ch.GetType()) {
+		if state.IsContentChange(ch.GetType()) {
 			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]--
 		}
 		p.process(ch)
@@ -177,11 +177,6 @@ func sourceMatches(want, source string) bool {
 		return source == state.SourceIngestion || source == ""
 	}
 	return want == source
-}
-
-func isContentChange(t pb.ChangeType) bool {
-	return t == pb.ChangeType_CHANGE_TYPE_NEW_CONTENT || t == pb.ChangeType_CHANGE_TYPE_CONTENT_UPDATED ||
-		t == pb.ChangeType_CHANGE_TYPE_ADD_GRAPH_TO_CONTENT
 }
 
 func isRoot(c *pb.Content) bool {

@@ -395,8 +395,13 @@ func (d *data) deleteTask(t *pb.Task) {
 // ---------------------------------------------------------------------------
 // state changes
 
-func isContentChange(t pb.ChangeType) bool {
-	return t == pb.ChangeType_CHANGE_TYPE_NEW_CONTENT || t == pb.ChangeType_CHANGE_TYPE_CONTENT_UPDATED
+// IsContentChange reports whether a state change asks the scheduler to look
+// at one content item (ObjectId) again: new content, changed labels, or an
+// existing item added to another graph. It is the one rule behind both the
+// scheduler's planning and Store.ContentDone ("is this content done?").
+func IsContentChange(t pb.ChangeType) bool {
+	return t == pb.ChangeType_CHANGE_TYPE_NEW_CONTENT || t == pb.ChangeType_CHANGE_TYPE_CONTENT_UPDATED ||
+		t == pb.ChangeType_CHANGE_TYPE_ADD_GRAPH_TO_CONTENT
 }
 
 func (d *data) addChange(typ pb.ChangeType, ns, object, detail string, ts int64) {
@@ -408,7 +413,7 @@ func (d *data) addChange(typ pb.ChangeType, ns, object, detail string, ts int64)
 func (d *data) insertChange(c *pb.StateChange) {
 	d.changes[c.Id] = c
 	d.changeOrder = append(d.changeOrder, c.Id)
-	if isContentChange(c.Type) {
+	if IsContentChange(c.Type) {
 		d.changedContent[ckey{c.Namespace, c.ObjectId}]++
 	}
 }
@@ -419,7 +424,7 @@ func (d *data) markProcessed(id uint64) {
 		return
 	}
 	delete(d.changes, id)
-	if isContentChange(c.Type) {
+	if IsContentChange(c.Type) {
 		k := ckey{c.Namespace, c.ObjectId}
 		if d.changedContent[k] <= 1 {
 			delete(d.changedContent, k)

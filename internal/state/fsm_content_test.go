@@ -414,3 +414,37 @@ func TestContentDone(t *testing.T) {
 		t.Fatal("not done after processing")
 	}
 }
+
+// Uploading the same bytes into a second graph records ADD_GRAPH_TO_CONTENT;
+// the scheduler treats it as a content change (it plans g2's policies), so
+// ContentDone must too (issue 13, item 3: one rule for both).
+func TestContentDoneWaitsForAddedGraph(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	h.ok(graphCmd("ns", "g2", &pb.ExtractionPolicy{Name: "chunker2", Extractor: "chunk"}))
+	h.ok(contentCmd(content("ns", "doc", "h", "g")))
+	var ids []uint64
+	for _, c := range h.store().UnprocessedChanges(0) {
+		ids = append(ids, c.Id)
+	}
+	h.ok(schedCmd(&pb.SchedulerUpdateCmd{ProcessedChangeIds: ids}))
+	if d, err := h.store().ContentDone("ns", "doc"); !d || err != nil {
+		t.Fatalf("done = %v, %v after processing NEW_CONTENT", d, err)
+	}
+	h.ok(contentCmd(content("ns", "doc", "h", "g2")))
+	pending := h.store().UnprocessedChanges(0)
+	if len(pending) != 1 || pending[0].Type != pb.ChangeType_CHANGE_TYPE_ADD_GRAPH_TO_CONTENT {
+		t.Fatalf("pending changes %v, want one ADD_GRAPH_TO_CONTENT", pending)
+	}
+	if !IsContentChange(pending[0].Type) {
+		t.Fatal("ADD_GRAPH_TO_CONTENT is not a content change")
+	}
+	if d, _ := h.store().ContentDone("ns", "doc"); d {
+		t.Fatal("done while the second graph's change is unprocessed")
+	}
+	h.ok(schedCmd(&pb.SchedulerUpdateCmd{ProcessedChangeIds: []uint64{pending[0].Id}}))
+	if d, _ := h.store().ContentDone("ns", "doc"); !d {
+		t.Fatal("not done after processing ADD_GRAPH_TO_CONTENT")
+	}
+	h.checkIndexes()
+}
