@@ -30,8 +30,8 @@ generate: ## regenerate protobuf code (needs protoc, protoc-gen-go, protoc-gen-g
 
 image: ## container image $(IMAGE):$(DEV_TAG) (default dev) and $(IMAGE):$(VERSION), built from a local context (no pulls)
 	rm -rf $(IMAGE_CTX)
-	mkdir -p $(IMAGE_CTX)/rootfs/var/lib/indexify $(IMAGE_CTX)/rootfs/tmp
-	chmod 0755 $(IMAGE_CTX)/rootfs/var/lib/indexify
+	mkdir -p $(IMAGE_CTX)/rootfs/var/lib/indexify $(IMAGE_CTX)/rootfs/var/lib/indexify-executor $(IMAGE_CTX)/rootfs/tmp
+	chmod 0755 $(IMAGE_CTX)/rootfs/var/lib/indexify $(IMAGE_CTX)/rootfs/var/lib/indexify-executor
 	chmod 1777 $(IMAGE_CTX)/rootfs/tmp
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_CTX)/indexify ./cmd/indexify
 	cp $(CA_BUNDLE) $(IMAGE_CTX)/ca-certificates.crt

@@ -15,7 +15,7 @@ import (
 // figure is good: timing is never asserted.
 func TestSmoke(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
-	o := options{out: out, quick: true, duration: 300 * time.Millisecond, trials: 1, items: 2000}
+	o := options{out: out, quick: true, duration: 300 * time.Millisecond, trials: 1, items: 2000, weaviateBudget: time.Minute}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
 			if err := run(s.name, o, "go run ./bench "+s.name+" --quick"); err != nil {
@@ -47,11 +47,12 @@ func TestSmoke(t *testing.T) {
 
 // smokeWants are row labels each section must contain.
 var smokeWants = map[string][]string{
-	"writes":   {"| 256 | 64 |", "| 4096 | 1 |", "3 nodes / 1 node"},
-	"failover": {"| ours (3 coordinators) | kill -9 leader | 1 |", "| etcd (3 members) | SIGTERM leader (hand-off) | 1 |"},
-	"sched":    {"`indexify dev` (1 node) | light", "saturating", "tasks pushed"},
-	"scale":    {"state-store memory per item", "restart-to-ready"},
-	"micro":    {"500,000 tasks over 100 executors, setup included"},
+	"writes":    {"| 256 | 64 |", "| 4096 | 1 |", "3 nodes / 1 node"},
+	"failover":  {"| ours (3 coordinators) | kill -9 leader | 1 |", "| etcd (3 members) | SIGTERM leader (hand-off) | 1 |"},
+	"sched":     {"`indexify dev` (1 node) | light", "saturating", "tasks pushed"},
+	"scale":     {"state-store memory per item", "restart-to-ready"},
+	"retrieval": {"embedded (exact)", "Weaviate (HNSW)", "Upload -> searchable"},
+	"micro":     {"500,000 tasks over 100 executors, setup included"},
 }
 
 func TestWriteSectionReplacesOnlyItsOwnSection(t *testing.T) {

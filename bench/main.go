@@ -6,6 +6,7 @@
 //	go run ./bench failover   # kill -9 and SIGTERM of the leader, ours vs etcd
 //	go run ./bench sched      # upload -> task at an executor; tasks created+assigned per second
 //	go run ./bench scale      # 1M items: memory, snapshot, restart, follower catch-up
+//	go run ./bench retrieval  # vector search embedded vs Weaviate, bulk indexing, upload -> searchable
 //	go run ./bench micro      # go test -bench figures (allocation planner etc.)
 //	go run ./bench all
 //
@@ -33,6 +34,8 @@ type options struct {
 	noEtcd   bool
 	profile  bool
 	inProc   bool
+	// retrieval: wall time allowed for Weaviate's import at each size
+	weaviateBudget time.Duration
 }
 
 type suite struct {
@@ -46,6 +49,7 @@ var suites = []suite{
 	{"failover", "leader kill -9 and SIGTERM hand-off, ours vs etcd", failoverSuite},
 	{"sched", "scheduling latency and throughput", schedSuite},
 	{"scale", "1M items: memory, snapshot, restart, new follower", scaleSuite},
+	{"retrieval", "vector search embedded vs Weaviate (100k, 1M x 384), bulk indexing, upload -> searchable", retrievalSuite},
 	{"micro", "the repository's go test -bench figures (allocation planner, scheduler pass, FSM apply)", microSuite},
 }
 
@@ -69,7 +73,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile]")
+	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile] [--weaviate-import-budget D]")
 	for _, s := range suites {
 		fmt.Fprintf(os.Stderr, "  %-9s %s\n", s.name, s.doc)
 	}
@@ -86,6 +90,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.noEtcd, "no-etcd", false, "skip the etcd peer")
 	fs.BoolVar(&o.profile, "profile", false, "add pprof top listings: our leader's CPU in the heaviest write cell; the scale suite's heap and restore CPU")
 	fs.BoolVar(&o.inProc, "in-process-only", false, "scale: skip the real-process part (restart, new follower)")
+	fs.DurationVar(&o.weaviateBudget, "weaviate-import-budget", 10*time.Minute, "retrieval: longest Weaviate import per size; the row reports how many vectors made it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

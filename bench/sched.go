@@ -199,7 +199,10 @@ func schedSuite(r *runner, o options) (string, error) {
 	var rows []latencyRow
 
 	// Single node: indexify dev.
-	dev := harness.StartDev(r, r.TempDir())
+	// All uploaders share one client IP: lift the per-client upload cap
+	// (half of the 64 slots by default) so it does not shape the figures.
+	oneIP := []string{"--max-uploads-per-client", "64"}
+	dev := harness.StartDev(r, r.TempDir(), oneIP...)
 	devConn, err := grpc.NewClient(dev.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return "", err
@@ -223,8 +226,12 @@ func schedSuite(r *runner, o options) (string, error) {
 
 	// 3 coordinators + API server; the executor holds its stream on a follower.
 	pdir := pprofEnv(r, o)
-	c := startOurs(r, 3)
-	_, api := c.StartServer()
+	// The throughput run keeps 200,000 tasks unfinished in one namespace
+	// (the counting executors never finish them): lift the per-namespace
+	// bound (default 10,000, docs/security.md) so it measures the pipeline,
+	// not the back-pressure.
+	c := startOurs(r, 3, "--max-unfinished-tasks=1000000")
+	_, api := c.StartServer(oneIP...)
 	li := c.WaitLeader(60 * time.Second)
 	follower := (li + 1) % 3
 	sink = newTaskSink()

@@ -56,7 +56,7 @@ func graphRows(list []apiclient.Graph) [][]string {
 	rows := make([][]string, 0, len(list))
 	for _, g := range list {
 		var pols []string
-		for _, p := range g.Policies {
+		for _, p := range g.ExtractionPolicies {
 			src := p.ContentSource
 			if src == "" {
 				src = "ingestion"
@@ -147,13 +147,14 @@ func newContentCmd() *cobra.Command {
 
 	var graph string
 	var q apiclient.ContentQuery
+	var limit int
 	list := &cobra.Command{
 		Use: "list --graph GRAPH", Aliases: []string{"ls"}, Short: "List the content of an extraction graph", Args: cobra.NoArgs,
 		RunE: o.run(func(s *session, _ *cobra.Command, _ []string) error {
 			if graph == "" {
 				return fmt.Errorf("--graph is required")
 			}
-			items, _, err := s.api.Content(s.ctx, s.ns, graph, q)
+			items, err := s.api.ContentAll(s.ctx, s.ns, graph, q, limit)
 			if err != nil {
 				return err
 			}
@@ -164,7 +165,7 @@ func newContentCmd() *cobra.Command {
 	list.Flags().StringVar(&q.Source, "source", "", "only content from this source: ingestion or a policy name")
 	list.Flags().StringVar(&q.ParentID, "parent", "", "only children of this content id")
 	list.Flags().StringArrayVar(&q.Labels, "label", nil, "label filter expression, e.g. lang=en (repeatable)")
-	list.Flags().IntVar(&q.Limit, "limit", 0, "at most this many items")
+	list.Flags().IntVar(&limit, "limit", 0, "at most this many items (default all; fetched in pages of 1000)")
 
 	cmd.AddCommand(list, &cobra.Command{
 		Use: "get ID", Short: "Show one content's metadata", Args: cobra.ExactArgs(1),
@@ -184,7 +185,7 @@ func newContentCmd() *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "deleted %s\n", strings.Join(args, ", "))
 			return nil
 		}),
-	}, newUploadCmd(o))
+	}, newUploadCmd(o), newDownloadCmd(o))
 	return cmd
 }
 
@@ -209,13 +210,13 @@ func newTaskCmd() *cobra.Command {
 					return err
 				}
 				policies = policies[:0]
-				for _, p := range g.Policies {
+				for _, p := range g.ExtractionPolicies {
 					policies = append(policies, p.Name)
 				}
 			}
 			all := []apiclient.Task{}
 			for _, p := range policies {
-				ts, _, err := s.api.Tasks(s.ctx, s.ns, graph, p, content, limit)
+				ts, err := s.api.TasksAll(s.ctx, s.ns, graph, p, content, limit)
 				if err != nil {
 					return err
 				}
@@ -230,7 +231,7 @@ func newTaskCmd() *cobra.Command {
 						state = "running"
 					}
 				}
-				rows = append(rows, []string{t.ID, t.Policy, t.Extractor, t.ContentID, state, dash(t.ExecutorID),
+				rows = append(rows, []string{t.ID, t.ExtractionPolicyName, t.Extractor, t.ContentID, state, dash(t.ExecutorID),
 					fmt.Sprint(t.Attempts), dash(firstLine(t.LastError))})
 			}
 			return s.out.print(all, taskHeader, rows)
@@ -239,7 +240,7 @@ func newTaskCmd() *cobra.Command {
 	list.Flags().StringVarP(&graph, "graph", "g", "", "extraction graph")
 	list.Flags().StringVarP(&policy, "policy", "p", "", "extraction policy (default: every policy of the graph)")
 	list.Flags().StringVar(&content, "content", "", "only tasks of this content id")
-	list.Flags().IntVar(&limit, "limit", 0, "at most this many tasks per policy")
+	list.Flags().IntVar(&limit, "limit", 0, "at most this many tasks per policy (default all; fetched in pages of 1000)")
 	cmd.AddCommand(list)
 	return cmd
 }

@@ -6,14 +6,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/apiclient"
 )
@@ -30,7 +35,7 @@ type clientOpts struct {
 
 func (o *clientOpts) register(cmd *cobra.Command, namespaced bool) {
 	fs := cmd.PersistentFlags()
-	fs.StringVar(&o.server, "server", defaultServer, "API server URL")
+	fs.StringVar(&o.server, "server", defaultServer, "API server URL (or INDEXIFY_SERVER)")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: no limit)")
 	if namespaced {
@@ -75,12 +80,35 @@ func (o *clientOpts) run(fn func(s *session, cmd *cobra.Command, args []string) 
 			return err
 		}
 		defer s.cancel()
-		return fn(s, cmd, args)
+		return withAddrHint(fn(s, cmd, args), "API server", "--server or INDEXIFY_SERVER", o.server)
 	}
 }
 
+// withAddrHint adds to an error that says nothing reached the address
+// which flag (or variable) sets it.
+func withAddrHint(err error, what, flag, addr string) error {
+	if err == nil || !refused(err) {
+		return err
+	}
+	return fmt.Errorf("%w\nno %s answers at %s: is it running? Its address is set with %s", err, what, addr, flag)
+}
+
+// refused reports whether err is a refused or unresolvable connection,
+// including a gRPC error that carries one in its message.
+func refused(err error) bool {
+	var dns *net.DNSError
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) {
+		return true
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
+		m := st.Message()
+		return strings.Contains(m, "connection refused") || strings.Contains(m, "no such host")
+	}
+	return false
+}
+
 func clientCommands() []*cobra.Command {
-	return []*cobra.Command{newNamespaceCmd(), newGraphCmd(), newContentCmd(), newTaskCmd()}
+	return append([]*cobra.Command{newNamespaceCmd(), newGraphCmd(), newContentCmd(), newTaskCmd(), newExtractorCmd()}, retrievalCommands()...)
 }
 
 // unixTime formats API unix seconds for tables.

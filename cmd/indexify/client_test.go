@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	"github.com/indexify-go/indexify/test/harness"
 )
 
@@ -49,13 +51,8 @@ func TestClientCommandsAgainstDev(t *testing.T) {
 	os.WriteFile(specFile, []byte("name: docs\nextraction_policies:\n  - extractor: tensorlake/chunk-extractor\n    name: chunks\n    input_params: {chunk_size: 30}\n"), 0o644)
 	mustCLI(t, "graph", "create", "-f", specFile, "-n", "lab", server)
 	out, _ = mustCLI(t, "graph", "get", "docs", "-n", "lab", "-o", "json", server)
-	var g struct {
-		Name     string `json:"name"`
-		Policies []struct {
-			Name string `json:"name"`
-		} `json:"extraction_policies"`
-	}
-	if err := json.Unmarshal([]byte(out), &g); err != nil || g.Name != "docs" || len(g.Policies) != 1 {
+	var g wire.Graph
+	if err := json.Unmarshal([]byte(out), &g); err != nil || g.Name != "docs" || len(g.ExtractionPolicies) != 1 {
 		t.Fatalf("graph get -o json: %v\n%s", err, out)
 	}
 
@@ -66,14 +63,11 @@ func TestClientCommandsAgainstDev(t *testing.T) {
 	os.WriteFile(filepath.Join(up, "one.txt"), []byte(strings.Repeat("first file text. ", 5)), 0o644)
 	os.WriteFile(filepath.Join(up, "nested", "two.txt"), []byte("second file"), 0o644)
 	out, errOut := mustCLI(t, "content", "upload", up, "-g", "docs", "-n", "lab", "--labels", `{"team":"ops"}`, "--wait", "-o", "json", server)
-	if !strings.Contains(errOut, "[1/2] uploaded") || !strings.Contains(errOut, "[2/2] uploaded") || strings.Contains(errOut, "\r") {
+	if !strings.Contains(errOut, "[1/2] uploaded") || !strings.Contains(errOut, "[2/2] uploaded") || strings.Contains(errOut, "\r") ||
+		strings.Count(errOut, "waiting for the extraction of") != 2 {
 		t.Fatalf("progress on stderr:\n%q", errOut)
 	}
-	var results []struct {
-		File      string `json:"file"`
-		ContentID string `json:"content_id"`
-		Error     string `json:"error"`
-	}
+	var results []uploadResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil || len(results) != 2 {
 		t.Fatalf("upload -o json: %v\n%s", err, out)
 	}
@@ -99,10 +93,25 @@ func TestClientCommandsAgainstDev(t *testing.T) {
 			t.Fatalf("task %v", tk)
 		}
 	}
+	out, _ = mustCLI(t, "extractor", "list", server)
+	if !strings.HasPrefix(out, "NAME") || !strings.Contains(out, "tensorlake/lexical-embedding") || !strings.Contains(out, "embedding:embedding(384,cosine)") {
+		t.Fatalf("extractor list:\n%s", out)
+	}
+	out, _ = mustCLI(t, "cluster", "status", "-o", "json", "--coordinator", dev.GRPC)
+	var cs wire.ClusterStatus
+	if err := json.Unmarshal([]byte(out), &cs); err != nil || cs.State != "Leader" || len(cs.Members) != 1 || cs.Members[0].ID != "dev-0" {
+		t.Fatalf("cluster status -o json: %v\n%s", err, out)
+	}
+	out, _ = mustCLI(t, "cluster", "members", "-o", "yaml", "--coordinator", dev.GRPC)
+	if !strings.HasPrefix(out, "- id: dev-0\n") {
+		t.Fatalf("cluster members -o yaml:\n%s", out)
+	}
 	out, _ = mustCLI(t, "executor", "list", server)
 	if !strings.Contains(out, "tensorlake/chunk-extractor") {
 		t.Fatalf("executor list:\n%s", out)
 	}
+
+	cliRetrieval(t, server, dir)
 
 	mustCLI(t, "content", "delete", results[0].ContentID, "-n", "lab", server)
 	mustCLI(t, "graph", "delete", "docs", "-n", "lab", server)
@@ -154,6 +163,108 @@ func TestProgressBarOnTerminal(t *testing.T) {
 	for _, want := range []string{"\r\033[K[#######", " 25% 1/2 files 512 B/2.0 KiB a.bin", "100% 2/2 files 2.0 KiB/2.0 KiB", "failed b.bin: boom\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("bar output lacks %q:\n%q", want, s)
+		}
+	}
+}
+
+// cliRetrieval: `indexify search`, `indexify sql` and `indexify content
+// download` against files uploaded with the CLI into a graph that chunks,
+// embeds (lexical) and counts words.
+func cliRetrieval(t *testing.T, server, dir string) {
+	t.Helper()
+	spec := filepath.Join(dir, "lib.yaml")
+	os.WriteFile(spec, []byte(`name: lib
+extraction_policies:
+  - extractor: tensorlake/chunk-extractor
+    name: chunks
+    input_params: {chunk_size: 400}
+  - extractor: tensorlake/lexical-embedding
+    name: vectors
+    content_source: chunks
+  - extractor: tensorlake/attributes
+    name: stats
+    content_source: chunks
+`), 0o644)
+	mustCLI(t, "graph", "create", "-f", spec, "-n", "lab", server)
+	files := filepath.Join(dir, "lib")
+	os.MkdirAll(files, 0o755)
+	texts := map[string]string{
+		"volcano.txt": "Olympus Mons on Mars is the tallest volcano in the solar system.",
+		"honey.txt":   "Honey never spoils: edible honey was found in ancient Egyptian tombs, thousands of years old.",
+	}
+	for name, text := range texts {
+		os.WriteFile(filepath.Join(files, name), []byte(text), 0o644)
+	}
+	out, _ := mustCLI(t, "content", "upload", files, "-g", "lib", "-n", "lab", "--wait", "-o", "json", server)
+	var uploaded []struct {
+		File      string `json:"file"`
+		ContentID string `json:"content_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &uploaded); err != nil || len(uploaded) != 2 {
+		t.Fatalf("upload -o json: %v\n%s", err, out)
+	}
+	ids := map[string]string{} // file name -> content id
+	for _, u := range uploaded {
+		ids[filepath.Base(u.File)] = u.ContentID
+	}
+
+	// search: the volcano file's chunk first; JSON has the wire shape, the
+	// table a header and one line per hit.
+	out, _ = mustCLI(t, "search", "lib.vectors.embedding", "which is the tallest volcano?", "-k", "1", "-n", "lab", "-o", "json", server)
+	var hits []wire.SearchResult
+	if err := json.Unmarshal([]byte(out), &hits); err != nil || len(hits) != 1 || hits[0].Text != texts["volcano.txt"] ||
+		hits[0].RootContentMetadata == nil || hits[0].RootContentMetadata.ID != ids["volcano.txt"] || hits[0].ConfidenceScore <= 0 {
+		t.Fatalf("search -o json: %v\n%s", err, out)
+	}
+	out, _ = mustCLI(t, "search", "lib.vectors.embedding", "honey in Egyptian tombs", "-k", "2", "-n", "lab", server)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SCORE") || !strings.Contains(lines[1], "Honey never spoils") ||
+		!strings.Contains(lines[1], "chunk_index=0") {
+		t.Fatalf("search table:\n%s", out)
+	}
+	out, _ = mustCLI(t, "search", "lib.vectors.embedding", "volcano", "-k", "2", "--filter", "chunk_index!=0", "-n", "lab", "-o", "json", server)
+	if err := json.Unmarshal([]byte(out), &hits); err != nil || len(hits) != 0 {
+		t.Fatalf("search with a filter no chunk passes: %v\n%s", err, out)
+	}
+
+	// sql: one row per chunk, columns from the attributes.
+	out, _ = mustCLI(t, "sql", "select content_id, words from lib order by words desc", "-n", "lab", "-o", "json", server)
+	var rows []wire.SQLRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("sql -o json: %v\n%s", err, out)
+	}
+	if w0, w1 := rows[0].Data["words"], rows[1].Data["words"]; fmt.Sprint(w0) != "15" || fmt.Sprint(w1) != "12" {
+		t.Fatalf("sql words %v, %v, want 15 and 12:\n%s", w0, w1, out)
+	}
+	out, _ = mustCLI(t, "sql", "select words from lib order by words", "-n", "lab", server)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || strings.TrimSpace(lines[0]) != "WORDS" || strings.TrimSpace(lines[1]) != "12" {
+		t.Fatalf("sql table:\n%s", out)
+	}
+
+	// content download: to stdout, and to a file with a note on stderr.
+	out, _ = mustCLI(t, "content", "download", ids["honey.txt"], "-n", "lab", server)
+	if out != texts["honey.txt"] {
+		t.Fatalf("content download to stdout: %q", out)
+	}
+	dst := filepath.Join(dir, "downloaded.txt")
+	_, errOut := mustCLI(t, "content", "download", ids["volcano.txt"], "-f", dst, "-n", "lab", server)
+	if b, err := os.ReadFile(dst); err != nil || string(b) != texts["volcano.txt"] || !strings.Contains(errOut, fmt.Sprintf("wrote %d bytes", len(b))) {
+		t.Fatalf("content download -f: %q %v, stderr %q", b, err, errOut)
+	}
+
+	// Errors: the server's message and a non-zero exit.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"search", "lib.nope.embedding", "x"}, "not found"},
+		{[]string{"search", "lib.vectors.embedding", "x", "-k", "0"}, "k must be between"},
+		{[]string{"sql", "delete from lib"}, "SELECT"},
+		{[]string{"content", "download", "no-such-content"}, "not found"},
+	} {
+		args := append(tc.args, "-n", "lab", server)
+		if _, _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("indexify %s: %v, want an error with %q", strings.Join(tc.args, " "), err, tc.want)
 		}
 	}
 }

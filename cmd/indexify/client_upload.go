@@ -58,6 +58,7 @@ func newUploadCmd(o *clientOpts) *cobra.Command {
 				res := uploadResult{File: f.path, Size: f.size}
 				id, err := uploadOne(s, graph, f.path, labels, func(n int64) { prog.update(i, f.path, n) })
 				if err == nil && wait {
+					prog.waiting(i, f.path, id)
 					err = s.api.WaitContent(s.ctx, s.ns, id)
 				}
 				res.ContentID = id
@@ -87,7 +88,7 @@ func newUploadCmd(o *clientOpts) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&graph, "graph", "g", "", "extraction graph the content is ingested into")
 	cmd.Flags().StringVar(&labelsJSON, "labels", "", `labels of every uploaded file, a JSON object, e.g. '{"lang":"en"}'`)
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every file's extraction has finished")
+	cmd.Flags().BoolVar(&wait, "wait", false, "after each upload, wait until its extraction has finished (a line on stderr says so)")
 	return cmd
 }
 
@@ -175,6 +176,18 @@ func (p *progress) draw(i int, name string, sent int64) {
 	fmt.Fprintf(p.w, "\r\033[K[%s%s] %3.0f%% %d/%d files %s/%s %s",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), frac*100,
 		i+1, p.files, humanBytes(sent), humanBytes(p.total), filepath.Base(name))
+}
+
+// waiting says that the upload of f is done and its extraction is awaited
+// (--wait), which can take far longer than the upload itself.
+func (p *progress) waiting(i int, path, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[Ksent %s; waiting for the extraction of %s...", filepath.Base(path), id)
+		return
+	}
+	fmt.Fprintf(p.w, "[%d/%d] sent %s; waiting for the extraction of %s to finish\n", i+1, p.files, path, id)
 }
 
 func (p *progress) fileDone(i int, f localFile, r uploadResult) {

@@ -14,8 +14,13 @@ import (
 
 	"github.com/indexify-go/indexify/internal/cluster"
 	"github.com/indexify-go/indexify/internal/coordclient"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
+
+// cliAttempts bounds an operator command's tries of one call, so a
+// coordinator that is down is reported at once, not at --timeout.
+var cliAttempts = coordclient.MaxAttempts(5)
 
 // clusterFlags are shared by the `cluster` operator commands.
 type clusterFlags struct {
@@ -29,7 +34,7 @@ func (f *clusterFlags) client() (pb.ClusterServiceClient, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := coordclient.Dial(coordclient.ParseTargets(f.coordinator), opts...)
+	conn, err := coordclient.Dial(coordclient.ParseTargets(f.coordinator), append(opts, cliAttempts)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--coordinator: %w", err)
 	}
@@ -49,7 +54,7 @@ func (f *clusterFlags) call(fn func(context.Context, pb.ClusterServiceClient) er
 	defer closeFn()
 	ctx, cancel := f.ctx()
 	defer cancel()
-	return fn(ctx, c)
+	return withAddrHint(fn(ctx, c), "coordinator", "--coordinator or INDEXIFY_COORDINATOR", f.coordinator)
 }
 
 func newClusterCmd() *cobra.Command {
@@ -58,7 +63,7 @@ func newClusterCmd() *cobra.Command {
 		Use:   "cluster",
 		Short: "Operate a coordinator cluster: status, members, leadership, membership, snapshots, recovery",
 	}
-	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", "localhost:8950", "any coordinator's gRPC address (comma list or dns:NAME:PORT allowed)")
+	cmd.PersistentFlags().StringVar(&f.coordinator, "coordinator", "localhost:8950", "any coordinator's gRPC address (comma list or dns:NAME:PORT allowed; or INDEXIFY_COORDINATOR)")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second, "deadline of the operation")
 	f.sec.registerTLS(cmd.PersistentFlags())
 	f.sec.registerClusterSecret(cmd.PersistentFlags())
@@ -74,26 +79,48 @@ func newClusterCmd() *cobra.Command {
 }
 
 func newClusterStatusCmd(f *clusterFlags, use, short string) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := newPrinter(output, cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
 			return f.call(func(ctx context.Context, c pb.ClusterServiceClient) error {
 				st, err := c.Status(ctx, &pb.StatusRequest{})
 				if err != nil {
 					return fmt.Errorf("status: %w", err)
 				}
+				if output != "table" {
+					ws := wire.ClusterStatusFrom(st)
+					if use == "members" {
+						return p.print(ws.Members, nil, nil)
+					}
+					return p.print(ws, nil, nil)
+				}
 				w := cmd.OutOrStdout()
 				if use == "status" {
 					fmt.Fprintf(w, "cluster:   %s\nleader:    %s\nanswered:  %s (%s)\nterm:      %d\ncommit:    %d\napplied:   %d\n\n",
 						st.GetClusterId(), st.GetLeaderId(), st.GetNodeId(), st.GetState(), st.GetTerm(), st.GetCommitIndex(), st.GetAppliedIndex())
+					if c := st.GetConflict(); c != "" {
+						fmt.Fprintf(w, "CONFLICT:  %s\n\n", c)
+					}
+					if st.GetVoteHeld() {
+						fmt.Fprintf(w, "VOTE HELD: %s started without raft state and takes no part in elections until it has caught up (%d vote requests refused)\n\n",
+							st.GetNodeId(), st.GetVotesWithheld())
+					}
 				}
 				printMembers(w, st.GetMembers())
 				return nil
 			})
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml (the shape of the API's GET /cluster)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
 
 func printMembers(w io.Writer, members []*pb.Member) {
@@ -276,7 +303,7 @@ func (f *clusterFlags) leaderClient(ctx context.Context) (pb.ClusterServiceClien
 			if err != nil {
 				return nil, nil, err
 			}
-			conn, err := coordclient.Dial([]string{m.GetGrpcAddr()}, opts...)
+			conn, err := coordclient.Dial([]string{m.GetGrpcAddr()}, append(opts, cliAttempts)...)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -17,7 +17,9 @@ import (
 	"github.com/indexify-go/indexify/internal/cluster"
 	"github.com/indexify-go/indexify/internal/coordclient"
 	"github.com/indexify-go/indexify/internal/coordinator"
+	"github.com/indexify-go/indexify/internal/coordproc"
 	"github.com/indexify-go/indexify/internal/scheduler"
+	"github.com/indexify-go/indexify/internal/state"
 )
 
 // coordFlags are the settings of a coordinator node, shared by `coordinator`
@@ -35,6 +37,7 @@ type coordFlags struct {
 	electionTimeout time.Duration
 	executorTimeout time.Duration
 	maxAttempts     uint32
+	maxUnfinished   int
 	retryBackoff    time.Duration
 	minQuorum       int
 	stabilization   time.Duration
@@ -44,7 +47,7 @@ type coordFlags struct {
 
 func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
 	host, _ := os.Hostname()
-	fs.StringVar(&f.nodeID, "node-id", host, "Raft server id of this node (default: the host name, so pod coordinator-2 is node coordinator-2)")
+	fs.StringVar(&f.nodeID, "node-id", host, "Raft server id of this node, stable across restarts; the host name, so pod coordinator-2 is node coordinator-2, unless set")
 	fs.StringVar(&f.raftAddr, "raft-addr", ":8970", "listen address of the Raft transport")
 	fs.StringVar(&f.advertise, "advertise", "", "Raft address other nodes dial, stored in the Raft configuration; may be a DNS name resolved at every dial (default: this host name with the --raft-addr port)")
 	fs.StringVar(&f.grpcAddr, "coordinator-addr", ":8950", "listen address of the coordinator gRPC API")
@@ -53,6 +56,7 @@ func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.DurationVar(&f.electionTimeout, "raft-election-timeout", time.Second, "Raft heartbeat and election timeout; the one Raft timing knob")
 	fs.DurationVar(&f.executorTimeout, "executor-timeout", 15*time.Second, "an executor with no heartbeat for this long is removed and its tasks re-planned")
 	fs.Uint32Var(&f.maxAttempts, "task-max-attempts", 3, "runs of a failing task before it is marked failed")
+	fs.IntVar(&f.maxUnfinished, "max-unfinished-tasks", state.DefaultMaxUnfinishedTasks, "unfinished tasks per namespace: at this many, new tasks wait until some finish and uploads are refused with 429")
 	f.sec = ensureSecurity(f.sec)
 	f.sec.registerTLS(fs)
 	f.sec.registerClusterSecret(fs)
@@ -68,29 +72,29 @@ func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.join, "join", "", "comma list of peers' coordinator gRPC addresses: [ID=]HOST:PORT or dns:NAME:PORT (all A records); the same list on every node")
 }
 
-func (f *coordFlags) nodeConfig(log *slog.Logger) (coordinator.NodeConfig, error) {
+func (f *coordFlags) nodeConfig(log *slog.Logger) (coordproc.Config, error) {
 	if f.nodeID == "" {
-		return coordinator.NodeConfig{}, fmt.Errorf("--node-id is empty and the host name is unknown")
+		return coordproc.Config{}, fmt.Errorf("--node-id is empty and the host name is unknown")
 	}
 	if f.dataDir == "" {
-		return coordinator.NodeConfig{}, fmt.Errorf("--data-dir is required")
+		return coordproc.Config{}, fmt.Errorf("--data-dir is required")
 	}
 	advertise, err := advertiseAddr(f.advertise, f.raftAddr)
 	if err != nil {
-		return coordinator.NodeConfig{}, fmt.Errorf("--advertise: %w", err)
+		return coordproc.Config{}, fmt.Errorf("--advertise: %w", err)
 	}
 	grpcAdv := f.grpcAdvertise
 	if grpcAdv == "" {
 		grpcAdv, err = sameHost(advertise, f.grpcAddr)
 		if err != nil {
-			return coordinator.NodeConfig{}, fmt.Errorf("--coordinator-addr: %w", err)
+			return coordproc.Config{}, fmt.Errorf("--coordinator-addr: %w", err)
 		}
 	}
 	httpAdv, err := sameHost(advertise, f.httpAddr)
 	if err != nil {
-		return coordinator.NodeConfig{}, fmt.Errorf("--coordinator-http-addr: %w", err)
+		return coordproc.Config{}, fmt.Errorf("--coordinator-http-addr: %w", err)
 	}
-	cfg := coordinator.NodeConfig{
+	cfg := coordproc.Config{
 		Cluster: cluster.Config{
 			NodeID:              f.nodeID,
 			DataDir:             filepath.Join(f.dataDir, "coordinator"),
@@ -106,17 +110,20 @@ func (f *coordFlags) nodeConfig(log *slog.Logger) (coordinator.NodeConfig, error
 			StabilizationTime:   f.stabilization,
 			DeadServerThreshold: f.deadServer,
 		},
-		Service: coordinator.Config{
-			MaxTaskAttempts: f.maxAttempts,
-			RetryBackoff:    f.retryBackoff,
+		Scheduler: scheduler.Config{ExecutorTimeout: f.executorTimeout, MaxUnfinishedTasks: f.maxUnfinished},
+		Server: coordinator.ServerConfig{
+			Service: coordinator.Config{
+				MaxTaskAttempts:    f.maxAttempts,
+				RetryBackoff:       f.retryBackoff,
+				MaxUnfinishedTasks: f.maxUnfinished,
+			},
+			GRPCAddr: f.grpcAddr,
+			HTTPAddr: f.httpAddr,
+			Logger:   log,
 		},
-		Scheduler: scheduler.Config{ExecutorTimeout: f.executorTimeout},
-		GRPCAddr:  f.grpcAddr,
-		HTTPAddr:  f.httpAddr,
-		Logger:    log,
 	}
 	if err := f.sec.secureCoordinator(&cfg, log); err != nil {
-		return coordinator.NodeConfig{}, err
+		return coordproc.Config{}, err
 	}
 	return cfg, nil
 }
@@ -180,7 +187,7 @@ SIGTERM hands leadership off before exiting and never removes the node, unless
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			node, err := coordinator.StartNode(ctx, cfg)
+			node, err := coordproc.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,8 +35,9 @@ func newRootCmd() *cobra.Command {
   indexify executor      runs extractors on tasks pushed by the coordinators
   indexify cluster ...   operate a coordinator cluster
 
-API client commands (against --server, default http://localhost:8900):
-  indexify namespace|graph|content|task ...   and   indexify executor list
+API client commands (against --server or INDEXIFY_SERVER, default http://localhost:8900):
+  indexify namespace|graph|content|task|extractor|index|schema ...
+  indexify search INDEX QUERY | sql QUERY | content download ID | executor list
   indexify completion bash|zsh|fish           shell completion script
 
 Every flag can also be set as INDEXIFY_<FLAG> in the environment (--data-dir is
@@ -70,7 +72,7 @@ func setupLogging(g *globalFlags) error {
 			format = "text"
 		}
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := logOptions(level)
 	switch format {
 	case "text":
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, opts)))
@@ -82,13 +84,61 @@ func setupLogging(g *globalFlags) error {
 	return nil
 }
 
+// logOptions are the handler options of the process log: durations are
+// written as "20ms" in JSON too (slog's JSON handler would write 20000000).
+func logOptions(level slog.Level) *slog.HandlerOptions {
+	return &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
+}
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, the commit it was built from and the Go version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "indexify", version)
+			info, _ := debug.ReadBuildInfo()
+			fmt.Fprintln(cmd.OutOrStdout(), versionString(version, info))
 		},
 	}
+}
+
+// versionString is `indexify VERSION (commit REV[, modified]) GOVERSION`:
+// VERSION from -ldflags (make build), else the module version (go install
+// of a tagged release); the commit from the VCS stamp of go build/install
+// (go run and go test have none).
+func versionString(v string, info *debug.BuildInfo) string {
+	if info == nil {
+		return "indexify " + v
+	}
+	if mv := info.Main.Version; v == "dev" && mv != "" && mv != "(devel)" {
+		v = mv
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	out := "indexify " + v
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		out += " (commit " + rev
+		if modified == "true" {
+			out += ", modified"
+		}
+		out += ")"
+	} else {
+		out += " (no commit: built by go run or go test)"
+	}
+	return out + " " + info.GoVersion
 }

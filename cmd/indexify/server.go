@@ -15,6 +15,7 @@ import (
 
 	"github.com/indexify-go/indexify/internal/api"
 	"github.com/indexify-go/indexify/internal/coordclient"
+	"github.com/indexify-go/indexify/internal/remotefetch"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -24,8 +25,13 @@ type serverFlags struct {
 	blobDir        string
 	maxUpload      int64
 	requestTimeout time.Duration
+	fetchAllow     []string
+	fetchTimeout   time.Duration
+	limits         api.Limits
 	blob           blobFlags
-	sec            *securityFlags // tlsflags.go; shared with the other parts in dev
+	stores         storeFlags
+	extractors     *extractorsConfig // executor.go: its openai_embedding section; shared with the executor in dev
+	sec            *securityFlags    // tlsflags.go; shared with the other parts in dev
 }
 
 func (f *serverFlags) register(fs *pflag.FlagSet) {
@@ -33,7 +39,15 @@ func (f *serverFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.blobDir, "blob-dir", "", "directory for content blobs (default: <data-dir>/blobs)")
 	fs.Int64Var(&f.maxUpload, "max-upload-bytes", 1<<30, "largest accepted upload in bytes")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "deadline of one coordinator call made for an HTTP request")
+	fs.StringSliceVar(&f.fetchAllow, "remote-fetch-allow", nil, "CIDRs ingest_remote_file may fetch from although they are refused by default (loopback, private, link-local, CGNAT, ...), e.g. 10.1.0.0/16")
+	fs.DurationVar(&f.fetchTimeout, "remote-fetch-timeout", remotefetch.DefaultTimeout, "deadline of one whole ingest_remote_file download (connect, redirects, body)")
+	fs.IntVar(&f.limits.MaxConcurrentUploads, "max-concurrent-uploads", 64, "uploads (files, new versions, remote ingests, task results) in progress at once; more get 429")
+	fs.IntVar(&f.limits.MaxUploadsPerClient, "max-uploads-per-client", 0, "uploads in progress at once from one client: an IPv4 address or an IPv6 /64 (default: half of --max-concurrent-uploads; behind a proxy hiding client IPs set it to --max-concurrent-uploads)")
+	fs.Int64Var(&f.limits.MinUploadRate, "upload-min-rate", 1024, "bytes/s an upload body must average after its first 30 s, or it is cut off with 408")
 	f.blob.register(fs)
+	f.stores.register(fs)
+	f.extractors = ensureExtractorsConfig(f.extractors)
+	f.extractors.register(fs)
 	f.sec = ensureSecurity(f.sec)
 	f.sec.registerTLS(fs)
 	f.sec.registerAPITokens(fs)
@@ -46,7 +60,22 @@ func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog
 	if err != nil {
 		return nil, fmt.Errorf("blob storage: %w", err)
 	}
+	allow, err := remotefetch.ParseAllow(f.fetchAllow)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-fetch-allow: %w", err)
+	}
+	openai, err := f.extractors.openAIDefaults()
+	if err != nil {
+		return nil, err
+	}
+	vec, sql, err := f.stores.open(dataDir, log)
+	if err != nil {
+		return nil, err
+	}
 	cfg := api.Config{
+		Index:          vec,
+		Structured:     sql,
+		OpenAI:         openai,
 		Addr:           f.apiAddr,
 		MaxUploadBytes: f.maxUpload,
 		Blob:           store,
@@ -54,6 +83,8 @@ func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog
 		Cluster:        pb.NewClusterServiceClient(conn),
 		Logger:         log.With("component", "api"),
 		RequestTimeout: f.requestTimeout,
+		RemoteFetch:    remotefetch.Policy{Allow: allow, Timeout: f.fetchTimeout},
+		Limits:         f.limits,
 	}
 	if err := f.sec.secureAPI(&cfg, log); err != nil {
 		return nil, err
@@ -62,10 +93,8 @@ func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog
 }
 
 // apiDialOptions are the interceptors of an API server's coordinator
-// connection: read consistency from the query string, request ids.
-func apiDialOptions() []grpc.DialOption {
-	return append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor())}, api.RequestIDInterceptors()...)
-}
+// connection: request ids.
+func apiDialOptions() []grpc.DialOption { return api.RequestIDInterceptors() }
 
 func newServerCmd() *cobra.Command {
 	f := &serverFlags{}
@@ -80,7 +109,9 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conn, err := coordclient.Dial(coordclient.ParseTargets(coordinators), append(opts, apiDialOptions()...)...)
+			targets := coordclient.ParseTargets(coordinators)
+			f.sec.warnCoordinatorExposure(log, targets)
+			conn, err := coordclient.Dial(targets, append(opts, apiDialOptions()...)...)
 			if err != nil {
 				return fmt.Errorf("--coordinator-addr: %w", err)
 			}
@@ -89,6 +120,7 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer srv.Close()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {

@@ -8,14 +8,17 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/indexify-go/indexify/internal/api"
 	"github.com/indexify-go/indexify/internal/cluster"
-	"github.com/indexify-go/indexify/internal/coordinator"
+	"github.com/indexify-go/indexify/internal/coordproc"
 	"github.com/indexify-go/indexify/internal/tlsutil"
 )
 
@@ -132,13 +135,13 @@ func (s *securityFlags) dialOptions(log *slog.Logger, withSecret bool) ([]grpc.D
 
 // secureCoordinator adds TLS (gRPC server and peers, Raft) and the cluster
 // secret to a coordinator's configuration.
-func (s *securityFlags) secureCoordinator(cfg *coordinator.NodeConfig, log *slog.Logger) error {
+func (s *securityFlags) secureCoordinator(cfg *coordproc.Config, log *slog.Logger) error {
 	r, err := s.serverTLS(log)
 	if err != nil {
 		return err
 	}
 	if r != nil {
-		cfg.GRPCServerOptions = append(cfg.GRPCServerOptions, grpc.Creds(r.ServerCredentials()))
+		cfg.Server.GRPCServerOptions = append(cfg.Server.GRPCServerOptions, grpc.Creds(r.ServerCredentials()))
 		cfg.Cluster.DialOptions = append(cfg.Cluster.DialOptions, r.DialOption())
 		cfg.Cluster.RaftTLS = &cluster.TransportTLS{Server: r.ServerConfig(), Client: r.ClientConfig}
 	}
@@ -202,4 +205,76 @@ func (b *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("Authorization", "Bearer "+b.token)
 	return b.base.RoundTrip(req)
+}
+
+// checkDevExposure refuses a `dev` whose API tokens would be bypassed: the
+// coordinator's gRPC API (and, without the cluster secret, Raft) takes no
+// API tokens, so with tokens on it must either be reachable only from this
+// host or require client certificates (mutual TLS).
+func (s *securityFlags) checkDevExposure(grpcAddr, raftAddr string) error {
+	if s.apiTokensFile == "" || (s.tlsEnabled() && s.files.ClientAuth == tlsutil.ClientAuthRequire) {
+		return nil
+	}
+	if !loopbackListen(grpcAddr) {
+		return fmt.Errorf("refusing to start: --api-tokens-file protects only the HTTP API, but the coordinator gRPC API on %q would answer callers without a token; "+
+			"listen on loopback (--coordinator-addr 127.0.0.1:8950) or require client certificates (--tls-client-auth require)", grpcAddr)
+	}
+	if s.clusterSecretFile == "" && !loopbackListen(raftAddr) {
+		return fmt.Errorf("refusing to start: --api-tokens-file protects only the HTTP API, but the Raft transport on %q would accept any peer; "+
+			"listen on loopback (--raft-addr 127.0.0.1:8970), set --cluster-secret-file, or require client certificates (--tls-client-auth require)", raftAddr)
+	}
+	return nil
+}
+
+// warnCoordinatorExposure is checkDevExposure's counterpart for `server`,
+// which cannot see how its coordinators are protected: with API tokens on,
+// it warns at start unless every coordinator is on loopback or this server
+// presents a client certificate (so the coordinators can require mutual
+// TLS). Without one, the coordinators' gRPC API, which takes no API tokens,
+// necessarily accepts callers without a certificate: anyone who reaches it
+// bypasses the tokens. A warning, not a refusal: a network policy that
+// admits only API servers and executors to the coordinators' port is a
+// documented protection this process cannot observe (docs/security.md).
+func (s *securityFlags) warnCoordinatorExposure(log *slog.Logger, targets []string) {
+	if msg := s.coordinatorExposure(targets); msg != "" {
+		log.Warn(msg, "coordinators", strings.Join(targets, ","))
+	}
+}
+
+func (s *securityFlags) coordinatorExposure(targets []string) string {
+	if s.apiTokensFile == "" || (s.tlsEnabled() && s.files.Cert != "") {
+		return ""
+	}
+	local := true
+	for _, t := range targets {
+		if name, ok := strings.CutPrefix(t, "dns:"); ok {
+			t = name
+		}
+		local = local && loopbackListen(t)
+	}
+	if local {
+		return ""
+	}
+	how := "in plaintext"
+	if s.tlsEnabled() {
+		how = "over TLS without a client certificate"
+	}
+	return "SECURITY: --api-tokens-file protects only the HTTP API; this server dials its coordinators " + how +
+		", so their gRPC API accepts callers without a token or certificate, and anyone who reaches them bypasses the tokens. " +
+		"Require client certificates on the coordinators (--tls-client-auth require) and give this server --tls-cert-file, --tls-key-file and --tls-ca-file, " +
+		"or admit only API servers and executors to the coordinators' gRPC port (a network policy)"
+}
+
+// loopbackListen reports whether a listen address accepts only local
+// connections: a loopback IP or "localhost" (not a wildcard, not a name).
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -135,6 +135,11 @@ func TestTokensScopeNamespacesAndRoles(t *testing.T) {
 	// Task results are for executors only.
 	result := "/internal/executors/e1/tasks/t1/result"
 	expectError(t, e.doAs(tokAll, "POST", result, strings.NewReader("x"), "text/plain"), 403, codePermissionDenied)
+	expectError(t, e.doAs(tokA, "POST", result, strings.NewReader("x"), "text/plain"), 403, codePermissionDenied)
+	expectError(t, e.doAs("", "POST", result, strings.NewReader("x"), "text/plain"), 401, codeUnauthenticated)
+	if n := e.fake.count("GetTask") + e.fake.count("CompleteTask"); n != 0 {
+		t.Fatalf("a result without executor credentials reached the coordinator (%d calls)", n)
+	}
 	if r := e.doAs(tokExec, "POST", result, strings.NewReader("x"), "text/plain"); r.status == 401 || r.status == 403 {
 		t.Fatalf("executor token refused on its route: %d %s", r.status, r.body)
 	}

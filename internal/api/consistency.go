@@ -5,22 +5,18 @@ import (
 	"net/http"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
-// Every read route accepts ?consistency=stale|default|linearizable and passes
-// it to the coordinator. Rather than threading a parameter through each
-// handler, the level rides in the request context and a gRPC client
-// interceptor fills the `consistency` field of any read request that has one
-// and left it unset, so a handler that asks for a level explicitly keeps it.
-
-type consistencyKey struct{}
+// Every read route accepts ?consistency=stale|default|linearizable. The
+// handler reads the level from its request (readLevel) and passes it as an
+// argument down to the coordinator call, which sets the request message's
+// `consistency` field; paths that are not a user's read (GC, result
+// uploads, write handlers' lookups) choose their level in code. serveHTTP
+// refuses an unknown level for every route before any handler runs.
 
 // parseConsistency reads the query parameter; "" means the default level.
 func parseConsistency(r *http.Request) (pb.ReadConsistency, error) {
@@ -35,44 +31,32 @@ func parseConsistency(r *http.Request) (pb.ReadConsistency, error) {
 	return 0, badRequest(codeInvalidArgument, "consistency %q: want stale, default or linearizable", r.URL.Query().Get("consistency"))
 }
 
-func withConsistency(ctx context.Context, level pb.ReadConsistency) context.Context {
-	if level == pb.ReadConsistency_READ_CONSISTENCY_DEFAULT {
-		return ctx
-	}
-	return context.WithValue(ctx, consistencyKey{}, level)
+// readLevel is the level a read route was asked for. serveHTTP already
+// refused invalid values, so an error cannot occur here.
+func readLevel(r *http.Request) pb.ReadConsistency {
+	level, _ := parseConsistency(r)
+	return level
 }
 
-// ReadConsistencyInterceptor must be installed on the API server's
-// coordinator connection for ?consistency= to take effect.
+const (
+	levelDefault      = pb.ReadConsistency_READ_CONSISTENCY_DEFAULT
+	levelLinearizable = pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE
+)
+
+// read runs one coordinator read at level, bounded like call. fn must put
+// the level it is given into its request.
 //
-// It also gives the default level read-your-writes for absent objects: API
+// The default level also gets read-your-writes for absent objects: API
 // servers and executors may reach different coordinators, so content just
 // created through one (an executor's chunk, say) can be missing on a replica
 // a few milliseconds behind. A NotFound at the default level is therefore
 // confirmed once at the linearizable level before the caller sees it.
-func ReadConsistencyInterceptor() grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		m, ok := req.(proto.Message)
-		if !ok {
-			return invoker(ctx, method, req, reply, cc, opts...)
+func read[T any](ctx context.Context, s *Server, level pb.ReadConsistency, fn func(context.Context, pb.ReadConsistency) (T, error)) (T, error) {
+	return call(ctx, s, func(ctx context.Context) (T, error) {
+		v, err := fn(ctx, level)
+		if level != levelDefault || status.Code(err) != codes.NotFound {
+			return v, err
 		}
-		fd := m.ProtoReflect().Descriptor().Fields().ByName("consistency")
-		if fd == nil || m.ProtoReflect().Has(fd) {
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}
-		level, _ := ctx.Value(consistencyKey{}).(pb.ReadConsistency)
-		withLevel := func(l pb.ReadConsistency) proto.Message {
-			c := proto.Clone(m)
-			c.ProtoReflect().Set(fd, protoreflect.ValueOfEnum(protoreflect.EnumNumber(l)))
-			return c
-		}
-		if level != pb.ReadConsistency_READ_CONSISTENCY_DEFAULT {
-			return invoker(ctx, method, withLevel(level), reply, cc, opts...)
-		}
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if status.Code(err) != codes.NotFound {
-			return err
-		}
-		return invoker(ctx, method, withLevel(pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE), reply, cc, opts...)
-	}
+		return fn(ctx, levelLinearizable)
+	})
 }

@@ -1,77 +1,74 @@
 package api
 
 import (
-	"context"
 	"net/http/httptest"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
-func TestReadConsistencyInterceptorFillsUnsetLevel(t *testing.T) {
-	icpt := ReadConsistencyInterceptor()
-	var got any
-	invoker := func(_ context.Context, _ string, req, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-		got = req
-		return nil
+// The level asked for in the query string reaches the coordinator in the
+// request message, for the route's own read and for the lookups it makes.
+func TestQueryLevelIsSentInTheRequest(t *testing.T) {
+	e := newEnv(t)
+	withGraphs(e)
+	on(e.fake, "ListNamespaces", func(*pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
+		return &pb.ListNamespacesResponse{}, nil
+	})
+	on(e.fake, "ListTasks", func(*pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
+		return &pb.ListTasksResponse{}, nil
+	})
+	for q, want := range map[string]pb.ReadConsistency{
+		"":                          pb.ReadConsistency_READ_CONSISTENCY_DEFAULT,
+		"?consistency=stale":        pb.ReadConsistency_READ_CONSISTENCY_STALE,
+		"?consistency=linearizable": pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE,
+	} {
+		if r := e.get("/namespaces" + q); r.status != 200 {
+			t.Fatalf("GET /namespaces%s = %d %s", q, r.status, r.body)
+		}
+		ns := requests[*pb.ListNamespacesRequest](e.fake, "ListNamespaces")
+		if got := ns[len(ns)-1].GetConsistency(); got != want {
+			t.Errorf("%q: ListNamespaces level %v, want %v", q, got, want)
+		}
+		if r := e.get("/namespaces/ns/extraction_graphs/g1/extraction_policies/embed/tasks" + q); r.status != 200 {
+			t.Fatalf("GET tasks%s = %d %s", q, r.status, r.body)
+		}
+		graphs := requests[*pb.ListExtractionGraphsRequest](e.fake, "ListExtractionGraphs")
+		if got := graphs[len(graphs)-1].GetConsistency(); got != want {
+			t.Errorf("%q: the policy lookup's level %v, want %v", q, got, want)
+		}
+		tasks := requests[*pb.ListTasksRequest](e.fake, "ListTasks")
+		if got := tasks[len(tasks)-1].GetConsistency(); got != want {
+			t.Errorf("%q: ListTasks level %v, want %v", q, got, want)
+		}
 	}
-	ctx := withConsistency(context.Background(), pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
-
-	orig := &pb.ListNamespacesRequest{}
-	if err := icpt(ctx, "/m", orig, nil, nil, invoker); err != nil {
-		t.Fatal(err)
-	}
-	if l := got.(*pb.ListNamespacesRequest).GetConsistency(); l != pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
-		t.Fatalf("level sent = %v, want linearizable", l)
-	}
-	if orig.GetConsistency() != pb.ReadConsistency_READ_CONSISTENCY_DEFAULT {
-		t.Fatal("the caller's request was modified")
-	}
-
-	// An explicit level chosen by a handler wins.
-	explicit := &pb.GetTaskRequest{Consistency: pb.ReadConsistency_READ_CONSISTENCY_STALE}
-	_ = icpt(ctx, "/m", explicit, nil, nil, invoker)
-	if l := got.(*pb.GetTaskRequest).GetConsistency(); l != pb.ReadConsistency_READ_CONSISTENCY_STALE {
-		t.Fatalf("explicit level overridden: %v", l)
-	}
-
-	// Requests without the field pass through untouched.
-	write := &pb.CreateNamespaceRequest{Name: "x"}
-	_ = icpt(ctx, "/m", write, nil, nil, invoker)
-	if got != write {
-		t.Fatal("a write request was replaced")
-	}
+	expectError(t, e.get("/namespaces?consistency=eventual"), 400, codeInvalidArgument)
 }
 
+// A NotFound at the default level is confirmed once at the linearizable
+// level (a lagging replica); an explicitly stale read is not upgraded.
 func TestDefaultLevelConfirmsNotFoundLinearizably(t *testing.T) {
-	icpt := ReadConsistencyInterceptor()
-	var levels []pb.ReadConsistency
-	invoker := func(_ context.Context, _ string, req, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-		l := req.(*pb.GetContentRequest).GetConsistency()
-		levels = append(levels, l)
-		if l == pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
-			return nil // the lagging replica's answer was stale: the leader has it
+	e := newEnv(t)
+	on(e.fake, "GetContent", func(r *pb.GetContentRequest) (*pb.GetContentResponse, error) {
+		if r.GetConsistency() == pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
+			return &pb.GetContentResponse{Contents: []*pb.Content{sampleContent()}}, nil // the leader has it
 		}
-		return status.Error(codes.NotFound, "content not found")
+		return nil, status.Error(codes.NotFound, "content not found")
+	})
+	if r := e.get("/namespaces/ns/content/c1/metadata"); r.status != 200 {
+		t.Fatalf("default read = %d %s, want the linearizable answer", r.status, r.body)
 	}
-	if err := icpt(context.Background(), "/m", &pb.GetContentRequest{}, nil, nil, invoker); err != nil {
-		t.Fatalf("err = %v, want the linearizable answer", err)
+	got := requests[*pb.GetContentRequest](e.fake, "GetContent")
+	if len(got) != 2 || got[0].GetConsistency() != pb.ReadConsistency_READ_CONSISTENCY_DEFAULT ||
+		got[1].GetConsistency() != pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
+		t.Fatalf("levels tried = %v", got)
 	}
-	if len(levels) != 2 || levels[0] != pb.ReadConsistency_READ_CONSISTENCY_DEFAULT || levels[1] != pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE {
-		t.Fatalf("levels tried = %v", levels)
-	}
-	// A stale read asked for explicitly is not upgraded.
-	levels = nil
-	ctx := withConsistency(context.Background(), pb.ReadConsistency_READ_CONSISTENCY_STALE)
-	if err := icpt(ctx, "/m", &pb.GetContentRequest{}, nil, nil, invoker); status.Code(err) != codes.NotFound {
-		t.Fatalf("stale read: %v", err)
-	}
-	if len(levels) != 1 {
-		t.Fatalf("stale read tried %v", levels)
+	expectError(t, e.get("/namespaces/ns/content/c1/metadata?consistency=stale"), 404, codeNotFound)
+	if n := len(requests[*pb.GetContentRequest](e.fake, "GetContent")); n != 3 {
+		t.Fatalf("a stale read made %d calls, want 1", n-2)
 	}
 }
 

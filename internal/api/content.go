@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/indexify-go/indexify/internal/blob"
 	"github.com/indexify-go/indexify/internal/labels"
+	"github.com/indexify-go/indexify/internal/state"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -27,9 +30,9 @@ import (
 const sseKeepAlive = 15 * time.Second
 
 // latestContent returns the live latest version of a content id, or 404.
-func (s *Server) latestContent(ctx context.Context, ns, id string) (*pb.Content, error) {
-	resp, err := call(ctx, s, func(ctx context.Context) (*pb.GetContentResponse, error) {
-		return s.cfg.Coordinator.GetContent(ctx, &pb.GetContentRequest{Namespace: ns, Ids: []string{id}})
+func (s *Server) latestContent(ctx context.Context, level pb.ReadConsistency, ns, id string) (*pb.Content, error) {
+	resp, err := read(ctx, s, level, func(ctx context.Context, level pb.ReadConsistency) (*pb.GetContentResponse, error) {
+		return s.cfg.Coordinator.GetContent(ctx, &pb.GetContentRequest{Namespace: ns, Ids: []string{id}, Consistency: level})
 	})
 	if err != nil {
 		return nil, err
@@ -54,7 +57,7 @@ func (s *Server) listContent(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	req := &pb.ListContentRequest{Namespace: ns, GraphName: graph, Source: q.Get("source"), LabelsFilter: q["labels_filter"]}
-	if req.Source != "" && req.Source != sourceIngestion {
+	if req.Source != "" && req.Source != state.SourceIngestion {
 		if err := validateName("source", req.Source); err != nil {
 			return err
 		}
@@ -75,13 +78,14 @@ func (s *Server) listContent(w http.ResponseWriter, r *http.Request) error {
 	if req.Limit, err = queryLimit(r); err != nil {
 		return err
 	}
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListContentResponse, error) {
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListContentResponse, error) {
+		req.Consistency = level
 		return s.cfg.Coordinator.ListContent(ctx, req)
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_list": toContentList(resp.GetContents()), "total": resp.GetTotal()})
+	writeJSON(w, http.StatusOK, wire.ContentList{ContentList: toContentList(resp.GetContents()), Total: resp.GetTotal()})
 	return nil
 }
 
@@ -91,11 +95,15 @@ func (s *Server) contentMetadata(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
-	c, err := s.latestContent(r.Context(), ns, id)
+	c, err := s.latestContent(r.Context(), readLevel(r), ns, id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_metadata": toContentJSON(c)})
+	rows, err := s.structuredMetadata(r.Context(), readLevel(r), ns, c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wire.ContentMetadata{ContentMetadata: *toContentJSON(c), Metadata: rows})
 	return nil
 }
 
@@ -113,12 +121,12 @@ func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 		}
 		version = n
 	}
-	c, err := s.latestContent(r.Context(), ns, id)
+	c, err := s.latestContent(r.Context(), readLevel(r), ns, id)
 	if err != nil {
 		return err
 	}
 	if version != 0 && version != c.GetVersion() {
-		if c, err = s.olderVersion(r.Context(), c, version); err != nil {
+		if c, err = s.olderVersion(r.Context(), readLevel(r), c, version); err != nil {
 			return err
 		}
 	}
@@ -137,9 +145,7 @@ func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 		h.Set("Content-Type", octetStream)
 	}
 	h.Set("Content-Length", strconv.FormatUint(c.GetSizeBytes(), 10))
-	if c.GetName() != "" {
-		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": c.GetName()}))
-	}
+	setDownloadSafety(h, c.GetMimeType(), c.GetName())
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.Copy(w, rc); err != nil {
 		// Headers are gone; all we can do is log and cut the response.
@@ -148,26 +154,51 @@ func (s *Server) downloadContent(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// olderVersion finds a superseded version of content. GetContent serves
-// only the latest version, but every task keeps a copy of the metadata of
-// the version it was made for, and executors still working on an old
-// version's task download exactly that version.
-func (s *Server) olderVersion(ctx context.Context, latest *pb.Content, version uint64) (*pb.Content, error) {
+// setDownloadSafety keeps uploaded bytes from running as a page of the API's
+// origin: browsers must not sniff another type, scripts and plugins are
+// off, and anything a browser would render actively (HTML, SVG, XML, JS)
+// is an attachment even without a file name.
+func setDownloadSafety(h http.Header, mimeType, name string) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	switch {
+	case name != "":
+		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	case activeType(mimeType):
+		h.Set("Content-Disposition", "attachment")
+	}
+}
+
+// activeType reports whether a browser may execute or render a type as a
+// document with scripts.
+func activeType(mt string) bool {
+	mt = mediaType(mt)
+	switch {
+	case mt == "", mt == "text/html", mt == "application/xhtml+xml", mt == "image/svg+xml",
+		mt == "text/xml", mt == "application/xml", strings.HasSuffix(mt, "+xml"),
+		strings.Contains(mt, "javascript"), strings.Contains(mt, "ecmascript"),
+		mt == "application/pdf", mt == "text/xsl", mt == "application/x-shockwave-flash":
+		return true
+	}
+	return false
+}
+
+// olderVersion fetches a superseded version of content: executors still
+// working on an old version's task download exactly that version.
+func (s *Server) olderVersion(ctx context.Context, level pb.ReadConsistency, latest *pb.Content, version uint64) (*pb.Content, error) {
 	ns, id := latest.GetNamespace(), latest.GetId()
-	for _, g := range latest.GetGraphNames() {
-		resp, err := call(ctx, s, func(ctx context.Context) (*pb.ListTasksResponse, error) {
-			return s.cfg.Coordinator.ListTasks(ctx, &pb.ListTasksRequest{Namespace: ns, GraphName: g, ContentId: id})
-		})
-		if status.Code(err) == codes.NotFound {
-			continue // graph deleted since
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range resp.GetTasks() {
-			if c := t.GetContent(); t.GetContentVersion() == version && c.GetStorageUrl() != "" {
-				return c, nil
-			}
+	resp, err := read(ctx, s, level, func(ctx context.Context, level pb.ReadConsistency) (*pb.GetContentResponse, error) {
+		return s.cfg.Coordinator.GetContent(ctx, &pb.GetContentRequest{Namespace: ns, Ids: []string{id}, Version: version, Consistency: level})
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil, notFound("version %d of content %q not found (latest is %d)", version, id, latest.GetVersion())
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range resp.GetContents() {
+		if c.GetId() == id && c.GetVersion() == version && c.GetStorageUrl() != "" {
+			return c, nil
 		}
 	}
 	return nil, notFound("version %d of content %q not found (latest is %d)", version, id, latest.GetVersion())
@@ -179,9 +210,7 @@ func (s *Server) deleteContent(w http.ResponseWriter, r *http.Request) error {
 	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
-	var req struct {
-		ContentIDs []string `json:"content_ids"`
-	}
+	var req wire.ContentIDs
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -199,7 +228,7 @@ func (s *Server) deleteContent(w http.ResponseWriter, r *http.Request) error {
 	}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_ids": req.ContentIDs})
+	writeJSON(w, http.StatusOK, wire.ContentIDs{ContentIDs: req.ContentIDs})
 	return nil
 }
 
@@ -210,16 +239,14 @@ func (s *Server) updateLabels(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
-	var req struct {
-		Labels *map[string]json.RawMessage `json:"labels"`
-	}
+	var req wire.LabelsUpdate
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if req.Labels == nil {
+	if req.Labels == nil { // missing or null; {} clears the labels
 		return badRequest(codeInvalidArgument, "body must have a \"labels\" object")
 	}
-	l, err := labelsToProto(*req.Labels)
+	l, err := labelsToProto(req.Labels)
 	if err != nil {
 		return err
 	}
@@ -229,7 +256,7 @@ func (s *Server) updateLabels(w http.ResponseWriter, r *http.Request) error {
 	}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_id": id})
+	writeJSON(w, http.StatusOK, wire.ContentID{ContentID: id})
 	return nil
 }
 
@@ -250,7 +277,7 @@ func (s *Server) waitContent(w http.ResponseWriter, r *http.Request) error {
 		})
 		switch {
 		case err == nil && resp.GetDone():
-			writeJSON(w, http.StatusOK, map[string]any{"content_id": id, "done": true})
+			writeJSON(w, http.StatusOK, wire.ContentDone{ContentID: id, Done: true})
 			return nil
 		case ctx.Err() != nil:
 			if r.Context().Err() == nil {
@@ -287,16 +314,16 @@ func (s *Server) contentTree(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindGraph, graph, kindContent, id, kindPolicy, policy); err != nil {
 		return err
 	}
-	if err := s.requirePolicy(r.Context(), ns, graph, policy); err != nil {
+	if err := s.requirePolicy(r.Context(), readLevel(r), ns, graph, policy); err != nil {
 		return err
 	}
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.GetContentTreeResponse, error) {
-		return s.cfg.Coordinator.GetContentTree(ctx, &pb.GetContentTreeRequest{Namespace: ns, GraphName: graph, ContentId: id})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.GetContentTreeResponse, error) {
+		return s.cfg.Coordinator.GetContentTree(ctx, &pb.GetContentTreeRequest{Namespace: ns, GraphName: graph, ContentId: id, Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_tree_metadata": toContentList(resp.GetContents())})
+	writeJSON(w, http.StatusOK, wire.ContentTree{ContentTreeMetadata: toContentList(resp.GetContents())})
 	return nil
 }
 
@@ -317,10 +344,11 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if req.Limit, err = queryLimit(r); err != nil {
 		return err
 	}
-	if err := s.requirePolicy(r.Context(), ns, graph, policy); err != nil {
+	if err := s.requirePolicy(r.Context(), readLevel(r), ns, graph, policy); err != nil {
 		return err
 	}
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListTasksResponse, error) {
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListTasksResponse, error) {
+		req.Consistency = level
 		return s.cfg.Coordinator.ListTasks(ctx, req)
 	})
 	if err != nil {
@@ -330,7 +358,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	for _, t := range resp.GetTasks() {
 		tasks = append(tasks, toTaskJSON(t))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks, "total": resp.GetTotal()})
+	writeJSON(w, http.StatusOK, wire.Tasks{Tasks: tasks, Total: resp.GetTotal()})
 	return nil
 }
 
@@ -361,7 +389,7 @@ func (s *Server) streamContent(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errors.New("response writer cannot stream")
 	}
-	if err := s.requirePolicy(r.Context(), ns, graph, policy); err != nil {
+	if err := s.requirePolicy(r.Context(), readLevel(r), ns, graph, policy); err != nil {
 		return err
 	}
 	ctx, cancel := s.untilStopping(r.Context())

@@ -22,7 +22,7 @@ func sampleContent() *pb.Content {
 	return &pb.Content{
 		Id: "c1", Version: 2, ParentId: "p1", RootContentId: "r1", Latest: true, Namespace: "ns", Name: "chunk",
 		MimeType: "text/plain", Labels: map[string]string{"lang": `"en"`, "n": "3", "raw": "not json"},
-		StorageUrl: "file:///x", CreatedAt: 1_700_000_123_456, Source: "chunker", SizeBytes: 42, Hash: "abc",
+		StorageUrl: "file:///srv/secret/blobs/ns/c1/0a1b", CreatedAt: 1_700_000_123_456, Source: "chunker", SizeBytes: 42, Hash: "abc",
 		GraphNames: []string{"g1"}, ChangeOffset: 7,
 		Features: []*pb.Feature{
 			{Name: "summary", Policy: "chunker", ValueJson: `{"words":12}`},
@@ -32,7 +32,7 @@ func sampleContent() *pb.Content {
 }
 
 const sampleContentJSON = `{"id":"c1","parent_id":"p1","root_content_id":"r1","namespace":"ns","name":"chunk","mime_type":"text/plain",` +
-	`"labels":{"lang":"en","n":3,"raw":"not json"},"extraction_graph_names":["g1"],"storage_url":"file:///x","created_at":1700000123,` +
+	`"labels":{"lang":"en","n":3,"raw":"not json"},"extraction_graph_names":["g1"],"storage_url":"file:ns/c1/0a1b","created_at":1700000123,` +
 	`"source":"chunker","size":42,"hash":"abc","extracted_metadata":{"embedding":[0.5,1],"summary":{"words":12}},"version":2}`
 
 func TestListContent(t *testing.T) {
@@ -83,7 +83,7 @@ func TestContentMetadata(t *testing.T) {
 		return nil, status.Error(codes.NotFound, "content not found")
 	})
 	r := e.get("/namespaces/ns/content/c1/metadata")
-	if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"content_metadata":`+sampleContentJSON+`}` {
+	if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"content_metadata":`+sampleContentJSON+`,"metadata":[]}` {
 		t.Fatalf("metadata = %d %s", r.status, r.body)
 	}
 	expectError(t, e.get("/namespaces/ns/content/gone/metadata"), 404, codeNotFound)
@@ -112,19 +112,25 @@ func TestDownload(t *testing.T) {
 			t.Fatalf("download%s = %d %q %v", q, r.status, r.body, r.header)
 		}
 	}
-	// Version 1 was superseded: it is found through a task made for it.
+	// Version 1 was superseded: the API asks the coordinator for exactly it.
 	v1, err := e.store.Put(t.Context(), "ns/c1/blob-v1", strings.NewReader("version one"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	on(e.fake, "ListTasks", func(r *pb.ListTasksRequest) (*pb.ListTasksResponse, error) {
-		if r.GetGraphName() != "g1" || r.GetContentId() != "c1" {
-			return nil, status.Error(codes.NotFound, "graph not found")
+	on(e.fake, "GetContent", func(r *pb.GetContentRequest) (*pb.GetContentResponse, error) {
+		c := sampleContent()
+		switch r.GetVersion() {
+		case 0:
+			c.StorageUrl, c.SizeBytes, c.Name = info.URL, uint64(info.Size), "chunk.txt"
+			if r.GetIds()[0] == "lost" {
+				c.StorageUrl = "file://" + e.store.Dir() + "/ns/lost/blob"
+			}
+		case 1:
+			c.Version, c.StorageUrl, c.MimeType, c.SizeBytes = 1, v1.URL, "text/x-old", uint64(v1.Size)
+		default:
+			return nil, status.Errorf(codes.NotFound, "version %d of content %q not found", r.GetVersion(), r.GetIds()[0])
 		}
-		return &pb.ListTasksResponse{Tasks: []*pb.Task{
-			{Id: "t2", ContentId: "c1", ContentVersion: 2, Content: &pb.Content{Id: "c1", Version: 2, StorageUrl: info.URL}},
-			{Id: "t1", ContentId: "c1", ContentVersion: 1, Content: &pb.Content{Id: "c1", Version: 1, StorageUrl: v1.URL, MimeType: "text/x-old", SizeBytes: uint64(v1.Size)}},
-		}}, nil
+		return &pb.GetContentResponse{Contents: []*pb.Content{c}}, nil
 	})
 	r := e.get("/namespaces/ns/content/c1/download?version=1")
 	if r.status != 200 || string(r.body) != "version one" || r.header.Get("Content-Type") != "text/x-old" {

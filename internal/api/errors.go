@@ -11,13 +11,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/blob"
+	"github.com/indexify-go/indexify/internal/errcode"
 	"github.com/indexify-go/indexify/internal/requestid"
 )
 
 // Error codes of the JSON error body. Clients of the original API only read
 // the status and the text; the code lets newer clients branch reliably.
 const (
-	codeInvalidArgument  = "invalid_argument"
+	codeInvalidArgument  = errcode.JSONInvalidArgument
 	codeInvalidJSON      = "invalid_json"
 	codeInvalidYAML      = "invalid_yaml"
 	codeInvalidID        = "invalid_id"
@@ -25,27 +26,20 @@ const (
 	codeInvalidMultipart = "invalid_multipart"
 	codeMissingFile      = "missing_file"
 	codeRemoteFetch      = "remote_fetch_failed"
-	codeNotFound         = "not_found"
+	codeNotFound         = errcode.JSONNotFound
 	codeRouteNotFound    = "route_not_found"
 	codeMethodNotAllowed = "method_not_allowed"
-	codeAlreadyExists    = "already_exists"
-	codeConflict         = "conflict"
+	codeAlreadyExists    = errcode.JSONAlreadyExists
+	codeConflict         = errcode.JSONConflict
+	codeTaskCompleted    = errcode.JSONTaskCompleted
 	codeTooLarge         = "payload_too_large"
-	codeUnavailable      = "unavailable"
-	codeDeadline         = "deadline_exceeded"
-	codeCancelled        = "cancelled"
-	codeInternal         = "internal"
+	codeUnavailable      = errcode.JSONUnavailable
+	codeDeadline         = errcode.JSONDeadline
+	codeCancelled        = errcode.JSONCancelled
+	codeInternal         = errcode.JSONInternal
 )
 
-// statusClientClosed is nginx's convention for "client went away"; nobody
-// reads it, but it keeps such requests out of the 5xx statistics.
-const statusClientClosed = 499
-
-// errorBody is the one error shape of the whole API.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
+const statusClientClosed = errcode.StatusClientClosed
 
 // apiError is an error with its HTTP status and code decided.
 type apiError struct {
@@ -98,27 +92,23 @@ func toAPIError(err error) *apiError {
 	return newError(http.StatusInternalServerError, codeInternal, "internal error: %v", err)
 }
 
-// fromStatus maps coordinator gRPC codes to HTTP. The coordinator's message
-// already names the problem (e.g. `namespace "x" not found`), so it is kept.
+// fromStatus maps coordinator gRPC statuses to HTTP by the one table
+// (internal/errcode). The coordinator's message already names the problem
+// (e.g. `namespace "x" not found`), so it is kept.
 func fromStatus(st *status.Status) *apiError {
 	msg := st.Message()
-	switch st.Code() {
-	case codes.InvalidArgument, codes.OutOfRange:
-		return newError(http.StatusBadRequest, codeInvalidArgument, "%s", msg)
-	case codes.NotFound:
-		return newError(http.StatusNotFound, codeNotFound, "%s", msg)
-	case codes.AlreadyExists:
-		return newError(http.StatusConflict, codeAlreadyExists, "%s", msg)
-	case codes.FailedPrecondition, codes.Aborted:
-		return newError(http.StatusConflict, codeConflict, "%s", msg)
-	case codes.Unavailable:
-		return newError(http.StatusServiceUnavailable, codeUnavailable, "coordinator unavailable: %s", msg)
-	case codes.DeadlineExceeded:
-		return newError(http.StatusGatewayTimeout, codeDeadline, "coordinator deadline exceeded: %s", msg)
-	case codes.Canceled:
-		return newError(statusClientClosed, codeCancelled, "request cancelled")
+	e := errcode.ForStatus(st)
+	switch {
+	case e.JSON == codeInternal:
+		return newError(e.HTTP, e.JSON, "coordinator error (%s): %s", st.Code(), msg)
+	case e.JSON == codeCancelled:
+		return newError(e.HTTP, e.JSON, "request cancelled")
+	case e.GRPC == codes.Unavailable:
+		return newError(e.HTTP, e.JSON, "coordinator unavailable: %s", msg)
+	case e.GRPC == codes.DeadlineExceeded:
+		return newError(e.HTTP, e.JSON, "coordinator deadline exceeded: %s", msg)
 	}
-	return newError(http.StatusInternalServerError, codeInternal, "coordinator error (%s): %s", st.Code(), msg)
+	return newError(e.HTTP, e.JSON, "%s", msg)
 }
 
 // writeError writes the JSON error body. Server-side failures are logged;
@@ -132,8 +122,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Debug("request rejected", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", ae.msg,
 			"request_id", requestid.From(r.Context()))
 	}
+	if ae.status == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", retryAfterBacklog)
+	}
 	writeJSON(w, ae.status, errorBody{Error: ae.msg, Code: ae.code})
 }
+
+// retryAfterBacklog is the Retry-After (seconds) of a 429 from the
+// coordinator (a namespace at its bound on unfinished tasks): tasks take
+// seconds to run, so sooner would only be refused again.
+const retryAfterBacklog = "5"
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

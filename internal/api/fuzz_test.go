@@ -18,6 +18,7 @@ import (
 
 	"github.com/indexify-go/indexify/internal/blob"
 	"github.com/indexify-go/indexify/internal/labels"
+	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -33,6 +34,8 @@ func FuzzGraphSpec(f *testing.F) {
 		`{"name":"g","extraction_policies":[{"name":"p","extractor":"x","filter":{"a":1,"b":true}}]}`,
 		"name: &a [*a]\n", "- 1\n- 2\n", "{}", "null", "name: g\nextraction_policies: 5\n", "\xff\xfe",
 		`{"name":"g","namespace":"other","extraction_policies":[]}`, "a: !!binary AAAA\n",
+		`{"name":"loopg","extraction_policies":[{"extractor":"tensorlake/chunk-extractor","name":"ingestion","input_params":{"chunk_size":10}}]}`,
+		`{"name":"g","extraction_policies":[{"name":"p","extractor":"x","filter":["n>1e999"],"input_params":{"chunk_size":1e18}}]}`,
 	} {
 		for i := range specTypes {
 			f.Add([]byte(s), uint8(i))
@@ -44,7 +47,7 @@ func FuzzGraphSpec(f *testing.F) {
 			expect4xx(t, err)
 			return
 		}
-		g, err := req.toGraphProto("default")
+		g, err := graphToProto(req, "default")
 		if err != nil {
 			expect4xx(t, err)
 			return
@@ -55,6 +58,9 @@ func FuzzGraphSpec(f *testing.F) {
 		for _, p := range g.Policies {
 			if _, err := labels.Parse(p.Filter); err != nil {
 				t.Fatalf("accepted filter %q does not parse: %v", p.Filter, err)
+			}
+			if state.ReservedPolicyName(p.Name) {
+				t.Fatalf("reserved policy name %q accepted", p.Name)
 			}
 			var params map[string]any
 			if err := json.Unmarshal([]byte(p.InputParamsJson), &params); err != nil {
@@ -104,6 +110,7 @@ func FuzzMultipartUpload(f *testing.F) {
 		mp("--B\r\nContent-Disposition: form-data; name=\"labels\"\r\n\r\n{\"a\":1}\r\n--B\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--B--\r\n"),
 		mp("--B\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--B\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\ny\r\n--B--\r\n"),
 		mp("--B\r\nContent-Disposition: form-data; name=\"labels\"\r\n\r\n[1]\r\n--B--\r\n"),
+		mp("--B\r\nContent-Disposition: form-data; name=\"labels\"\r\n\r\n{\"a\":1e400}\r\n--B\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nx\r\n--B--\r\n"),
 		mp("--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"../../x\"\r\nContent-Type: ;;;\r\n\r\n\x00\r\n--B--\r\n"),
 		mp("--B\r\n\r\n--B--"), mp("garbage"), mp(""),
 	} {
@@ -149,4 +156,28 @@ func FuzzMultipartUpload(f *testing.F) {
 
 func urlQueryEscape(s string) string {
 	return (&url.URL{RawQuery: url.Values{"x": {s}}.Encode()}).RawQuery[2:]
+}
+
+// FuzzJSONBody: any body is either refused with a 4xx (invalid JSON,
+// trailing data, duplicate keys at any depth) or decodes to a value that
+// survives a round trip. Never a panic.
+func FuzzJSONBody(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"a":2}`, `{"x":{"a":1,"a":2}}`, `[{"a":1},{"a":1}]`, `{"a":[{"b":1,"b":1}]}`,
+		`{"a":"\u0061","\u0061":1}`, `1 2`, ``, `{"a":1}{"b":2}`, `{"":1,"":2}`, `"x"`, `[[[[]]]]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v any
+		if err := unmarshalJSON(b, &v); err != nil {
+			expect4xx(t, err)
+			return
+		}
+		out, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("accepted %q does not re-encode: %v", b, err)
+		}
+		if err := checkDuplicateKeys(out); err != nil {
+			t.Fatalf("re-encoding of accepted %q has duplicates: %v", b, err)
+		}
+	})
 }

@@ -41,8 +41,9 @@ func (s *Server) GCOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	tasks := s.forgetGone(ctx, resp.GetTasks())
 	var done []string
-	for _, t := range resp.GetTasks() {
+	for _, t := range tasks {
 		if url := t.GetStorageUrl(); url != "" {
 			err := s.cfg.Blob.Delete(ctx, url)
 			if errors.Is(err, blob.ErrForeignURL) {
@@ -68,4 +69,46 @@ func (s *Server) GCOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return len(done), nil
+}
+
+// forgetGone removes the vectors and metadata rows of GC'd contents that no
+// longer have a live version (a superseded version's features were already
+// replaced by its successor's upserts, keyed by the same content id). It
+// returns the tasks that may be acknowledged: those of a namespace whose
+// stores could not be cleaned stay for the next pass.
+func (s *Server) forgetGone(ctx context.Context, tasks []*pb.GCTask) []*pb.GCTask {
+	if s.cfg.Index == nil && s.cfg.Structured == nil {
+		return tasks
+	}
+	byNS := map[string][]string{}
+	for _, t := range tasks {
+		if t.GetContentId() != "" {
+			byNS[t.GetNamespace()] = append(byNS[t.GetNamespace()], t.GetContentId())
+		}
+	}
+	failed := map[string]bool{}
+	for ns, ids := range byNS {
+		live, err := s.latestContents(ctx, levelDefault, ns, ids)
+		if err != nil {
+			failed[ns] = true
+			continue
+		}
+		var gone []string
+		for _, id := range ids {
+			if live[id] == nil {
+				gone = append(gone, id)
+			}
+		}
+		if err := s.forgetContents(ctx, ns, gone); err != nil {
+			s.log.Warn("gc: removing deleted contents' features failed; will retry", "namespace", ns, "err", err)
+			failed[ns] = true
+		}
+	}
+	out := tasks[:0:0]
+	for _, t := range tasks {
+		if !failed[t.GetNamespace()] {
+			out = append(out, t)
+		}
+	}
+	return out
 }

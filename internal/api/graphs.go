@@ -4,39 +4,41 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListNamespacesResponse, error) {
-		return s.cfg.Coordinator.ListNamespaces(ctx, &pb.ListNamespacesRequest{})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListNamespacesResponse, error) {
+		return s.cfg.Coordinator.ListNamespaces(ctx, &pb.ListNamespacesRequest{Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
 	out := make([]namespaceJSON, 0, len(resp.GetNamespaces()))
 	for _, n := range resp.GetNamespaces() {
-		out = append(out, namespaceJSON{Name: n.GetName(), CreatedAt: unixSeconds(n.GetCreatedAt())})
+		out = append(out, wire.NamespaceFromProto(n))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"namespaces": out})
+	writeJSON(w, http.StatusOK, wire.Namespaces{Namespaces: out})
 	return nil
 }
 
 // createNamespace accepts the original body {"name", "extraction_graphs",
 // "labels"}; graphs given inline are created after the namespace.
 func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name             string            `json:"name"`
-		ExtractionGraphs []json.RawMessage `json:"extraction_graphs"`
-		Labels           map[string]any    `json:"labels"`
-	}
+	var req wire.NamespaceRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if err := validateName("namespace name", req.Name); err != nil {
+		return err
+	}
+	// Namespace labels are not stored, but they follow the same label rule
+	// as content labels, so a body is refused here exactly when it would
+	// be refused there.
+	if _, err := labelsToProto(req.Labels); err != nil {
 		return err
 	}
 	// Parse every graph before creating anything, so a bad graph spec does
@@ -47,7 +49,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		g, err := spec.toGraphProto(req.Name)
+		g, err := graphToProto(spec, req.Name)
 		if err != nil {
 			return err
 		}
@@ -64,7 +66,7 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"namespace": namespaceJSON{Name: req.Name}})
+	writeJSON(w, http.StatusOK, wire.NamespaceBody{Namespace: namespaceJSON{Name: req.Name}})
 	return nil
 }
 
@@ -73,15 +75,15 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListNamespacesResponse, error) {
-		return s.cfg.Coordinator.ListNamespaces(ctx, &pb.ListNamespacesRequest{})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListNamespacesResponse, error) {
+		return s.cfg.Coordinator.ListNamespaces(ctx, &pb.ListNamespacesRequest{Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
 	for _, n := range resp.GetNamespaces() {
 		if n.GetName() == ns {
-			writeJSON(w, http.StatusOK, map[string]any{"namespace": namespaceJSON{Name: n.GetName(), CreatedAt: unixSeconds(n.GetCreatedAt())}})
+			writeJSON(w, http.StatusOK, wire.NamespaceBody{Namespace: wire.NamespaceFromProto(n)})
 			return nil
 		}
 	}
@@ -89,17 +91,17 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listExtractors(w http.ResponseWriter, r *http.Request) error {
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListExtractorsResponse, error) {
-		return s.cfg.Coordinator.ListExtractors(ctx, &pb.ListExtractorsRequest{})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListExtractorsResponse, error) {
+		return s.cfg.Coordinator.ListExtractors(ctx, &pb.ListExtractorsRequest{Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
-	out := make([]extractorJSON, 0, len(resp.GetExtractors()))
+	out := wire.Extractors{Extractors: make([]wire.Extractor, 0, len(resp.GetExtractors()))}
 	for _, e := range resp.GetExtractors() {
-		out = append(out, toExtractorJSON(e))
+		out.Extractors = append(out.Extractors, toExtractorJSON(e))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"extractors": out})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -108,7 +110,7 @@ func (s *Server) listGraphs(w http.ResponseWriter, r *http.Request) error {
 	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
-	graphs, err := s.graphs(r.Context(), ns)
+	graphs, err := s.graphs(r.Context(), readLevel(r), ns)
 	if err != nil {
 		return err
 	}
@@ -116,20 +118,20 @@ func (s *Server) listGraphs(w http.ResponseWriter, r *http.Request) error {
 	for _, g := range graphs {
 		out = append(out, toGraphJSON(g))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"extraction_graphs": out})
+	writeJSON(w, http.StatusOK, wire.Graphs{ExtractionGraphs: out})
 	return nil
 }
 
-func (s *Server) graphs(ctx context.Context, ns string) ([]*pb.ExtractionGraph, error) {
-	resp, err := call(ctx, s, func(ctx context.Context) (*pb.ListExtractionGraphsResponse, error) {
-		return s.cfg.Coordinator.ListExtractionGraphs(ctx, &pb.ListExtractionGraphsRequest{Namespace: ns})
+func (s *Server) graphs(ctx context.Context, level pb.ReadConsistency, ns string) ([]*pb.ExtractionGraph, error) {
+	resp, err := read(ctx, s, level, func(ctx context.Context, level pb.ReadConsistency) (*pb.ListExtractionGraphsResponse, error) {
+		return s.cfg.Coordinator.ListExtractionGraphs(ctx, &pb.ListExtractionGraphsRequest{Namespace: ns, Consistency: level})
 	})
 	return resp.GetGraphs(), err
 }
 
 // findGraph returns the graph or a 404 naming it.
-func (s *Server) findGraph(ctx context.Context, ns, name string) (*pb.ExtractionGraph, error) {
-	graphs, err := s.graphs(ctx, ns)
+func (s *Server) findGraph(ctx context.Context, level pb.ReadConsistency, ns, name string) (*pb.ExtractionGraph, error) {
+	graphs, err := s.graphs(ctx, level, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -144,8 +146,8 @@ func (s *Server) findGraph(ctx context.Context, ns, name string) (*pb.Extraction
 // requirePolicy answers 404 unless the graph has the policy. The
 // coordinator's list/watch calls filter by policy name and would silently
 // return nothing for a typo.
-func (s *Server) requirePolicy(ctx context.Context, ns, graph, policy string) error {
-	g, err := s.findGraph(ctx, ns, graph)
+func (s *Server) requirePolicy(ctx context.Context, level pb.ReadConsistency, ns, graph, policy string) error {
+	g, err := s.findGraph(ctx, level, ns, graph)
 	if err != nil {
 		return err
 	}
@@ -162,21 +164,30 @@ func (s *Server) createGraph(w http.ResponseWriter, r *http.Request) error {
 	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
+	mt, err := requireMediaType(r, true)
+	if err != nil {
+		return err
+	}
 	body, err := readBody(w, r, MaxGraphSpecBytes)
 	if err != nil {
 		return err
 	}
-	spec, err := parseGraphSpec(body, r.Header.Get("Content-Type"))
+	spec, err := parseGraphSpec(body, mt)
 	if err != nil {
 		return err
 	}
-	g, err := spec.toGraphProto(ns)
+	g, err := graphToProto(spec, ns)
 	if err != nil {
 		return err
 	}
 	stored, err := s.createGraphRPC(r.Context(), g)
 	if err != nil {
 		return err
+	}
+	// The graph exists now; an index store outage only delays its indexes
+	// (they are also ensured by the first result that writes to them).
+	if err := s.ensureGraphIndexes(r.Context(), stored); err != nil {
+		s.log.Warn("creating the new graph's indexes failed; they will be created on first use", "graph", stored.GetName(), "err", err)
 	}
 	writeJSON(w, http.StatusOK, toGraphJSON(stored))
 	return nil
@@ -201,7 +212,7 @@ func (s *Server) getGraph(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
-	g, err := s.findGraph(r.Context(), ns, graph)
+	g, err := s.findGraph(r.Context(), readLevel(r), ns, graph)
 	if err != nil {
 		return err
 	}
@@ -214,13 +225,17 @@ func (s *Server) deleteGraph(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
+	old, _ := s.findGraph(r.Context(), readLevel(r), ns, graph) // for its indexes and table; the RPC decides 404
 	reqID := newRequestID()
 	if _, err := call(r.Context(), s, func(ctx context.Context) (*pb.DeleteExtractionGraphResponse, error) {
 		return s.cfg.Coordinator.DeleteExtractionGraph(ctx, &pb.DeleteExtractionGraphRequest{Namespace: ns, Name: graph, RequestId: reqID})
 	}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{})
+	if old != nil {
+		s.dropGraphFeatures(r.Context(), old)
+	}
+	writeJSON(w, http.StatusOK, wire.Empty{})
 	return nil
 }
 
@@ -229,17 +244,17 @@ func (s *Server) listLinks(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListGraphLinksResponse, error) {
-		return s.cfg.Coordinator.ListGraphLinks(ctx, &pb.ListGraphLinksRequest{Namespace: ns, GraphName: graph})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListGraphLinksResponse, error) {
+		return s.cfg.Coordinator.ListGraphLinks(ctx, &pb.ListGraphLinksRequest{Namespace: ns, GraphName: graph, Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
 	out := make([]linkJSON, 0, len(resp.GetLinks()))
 	for _, l := range resp.GetLinks() {
-		out = append(out, linkJSON{GraphName: l.GetGraphName(), ContentSource: l.GetContentSource(), LinkedGraphName: l.GetLinkedGraphName()})
+		out = append(out, wire.LinkFromProto(l))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"links": out})
+	writeJSON(w, http.StatusOK, wire.Links{Links: out})
 	return nil
 }
 
@@ -271,27 +286,21 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type analyticsJSON struct {
-	Pending uint64 `json:"pending"`
-	Success uint64 `json:"success"`
-	Failure uint64 `json:"failure"`
-}
-
 func (s *Server) analytics(w http.ResponseWriter, r *http.Request) error {
 	ns, graph := r.PathValue("ns"), r.PathValue("graph")
 	if err := validateIDs(kindNamespace, ns, kindGraph, graph); err != nil {
 		return err
 	}
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.GetAnalyticsResponse, error) {
-		return s.cfg.Coordinator.GetAnalytics(ctx, &pb.GetAnalyticsRequest{Namespace: ns, GraphName: graph})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.GetAnalyticsResponse, error) {
+		return s.cfg.Coordinator.GetAnalytics(ctx, &pb.GetAnalyticsRequest{Namespace: ns, GraphName: graph, Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
-	out := make(map[string]analyticsJSON, len(resp.GetPolicies()))
+	out := make(map[string]wire.Analytics, len(resp.GetPolicies()))
 	for _, p := range resp.GetPolicies() {
-		out[p.GetPolicy()] = analyticsJSON{Pending: p.GetPending(), Success: p.GetSuccess(), Failure: p.GetFailure()}
+		out[p.GetPolicy()] = wire.Analytics{Pending: p.GetPending(), Success: p.GetSuccess(), Failure: p.GetFailure()}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"task_analytics": out})
+	writeJSON(w, http.StatusOK, wire.TaskAnalytics{TaskAnalytics: out})
 	return nil
 }

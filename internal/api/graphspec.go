@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"sort"
 	"strconv"
@@ -16,31 +17,17 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/indexify-go/indexify/internal/labels"
+	"github.com/indexify-go/indexify/internal/state"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
-
-type graphRequest struct {
-	Name               string          `json:"name"`
-	Namespace          string          `json:"namespace"`
-	Description        string          `json:"description"`
-	ExtractionPolicies []policyRequest `json:"extraction_policies"`
-}
-
-type policyRequest struct {
-	Extractor     string          `json:"extractor"`
-	Name          string          `json:"name"`
-	Filter        json.RawMessage `json:"filter"`
-	LabelsEq      json.RawMessage `json:"labels_eq"`
-	InputParams   json.RawMessage `json:"input_params"`
-	ContentSource string          `json:"content_source"`
-}
 
 // parseGraphSpec decodes a graph spec body. The Content-Type decides the
 // format; without a decisive one, JSON is tried first and then YAML (JSON is
 // valid YAML, but JSON's error messages are better for JSON bodies).
-func parseGraphSpec(body []byte, contentType string) (*graphRequest, error) {
+func parseGraphSpec(body []byte, contentType string) (*wire.GraphSpec, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
-	var req graphRequest
+	var req wire.GraphSpec
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
 		if err := unmarshalJSON(body, &req); err != nil {
@@ -52,7 +39,7 @@ func parseGraphSpec(body []byte, contentType string) (*graphRequest, error) {
 		}
 	default:
 		if jerr := unmarshalJSON(body, &req); jerr != nil {
-			req = graphRequest{}
+			req = wire.GraphSpec{}
 			if yerr := yamlToJSON(body, &req); yerr != nil {
 				return nil, badRequest(codeInvalidArgument, "graph spec is neither valid JSON (%v) nor valid YAML (%v)", jerr, yerr)
 			}
@@ -65,8 +52,14 @@ func parseGraphSpec(body []byte, contentType string) (*graphRequest, error) {
 // one set of struct tags (and one set of checks) serves both formats.
 func yamlToJSON(body []byte, v any) error {
 	var tree any
-	if err := yaml.Unmarshal(body, &tree); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&tree); err != nil && err != io.EOF {
 		return badRequest(codeInvalidYAML, "invalid YAML body: %v", err)
+	}
+	// A second document would be ignored silently; refuse it instead.
+	var more any
+	if err := dec.Decode(&more); err != io.EOF {
+		return badRequest(codeInvalidYAML, "graph spec must be one YAML document; found more than one (---)")
 	}
 	if tree == nil {
 		return badRequest(codeInvalidYAML, "request body is empty, expected a YAML mapping")
@@ -126,8 +119,8 @@ func jsonCompatible(v any) (any, error) {
 	return v, nil
 }
 
-// toGraphProto validates a parsed spec and builds the model's graph.
-func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
+// graphToProto validates a parsed spec and builds the model's graph.
+func graphToProto(req *wire.GraphSpec, ns string) (*pb.ExtractionGraph, error) {
 	if req.Namespace != "" && req.Namespace != ns {
 		return nil, badRequest(codeInvalidArgument, "graph namespace %q does not match the namespace %q in the path", req.Namespace, ns)
 	}
@@ -137,7 +130,7 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 	if len(req.ExtractionPolicies) == 0 {
 		return nil, badRequest(codeInvalidArgument, "extraction graph %q has no extraction_policies", req.Name)
 	}
-	if err := req.checkLimits(); err != nil {
+	if err := checkGraphLimits(req); err != nil {
 		return nil, err
 	}
 	g := &pb.ExtractionGraph{Name: req.Name, Namespace: ns, Description: req.Description}
@@ -145,6 +138,9 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 	for i, p := range req.ExtractionPolicies {
 		if err := validateName(fmt.Sprintf("extraction_policies[%d].name", i), p.Name); err != nil {
 			return nil, err
+		}
+		if state.ReservedPolicyName(p.Name) {
+			return nil, badRequest(codeInvalidArgument, "extraction policy name %q is reserved: content.source %q marks uploaded content, so a policy of that name would run on its own output", p.Name, state.SourceIngestion)
 		}
 		if seen[p.Name] {
 			return nil, badRequest(codeInvalidArgument, "extraction policy name %q is used twice", p.Name)
@@ -180,7 +176,7 @@ func (req *graphRequest) toGraphProto(ns string) (*pb.ExtractionGraph, error) {
 }
 
 // inputParams returns the policy's params as compact JSON object text.
-func inputParams(p policyRequest) (string, error) {
+func inputParams(p wire.PolicySpec) (string, error) {
 	raw := bytes.TrimSpace(p.InputParams)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "{}", nil
@@ -197,7 +193,7 @@ func inputParams(p policyRequest) (string, error) {
 
 // policyFilter merges `filter` and `labels_eq` into label expressions and
 // checks that they parse.
-func policyFilter(p policyRequest) ([]string, error) {
+func policyFilter(p wire.PolicySpec) ([]string, error) {
 	var exprs []string
 	f, err := filterExprs(p.Filter, "=", ',')
 	if err != nil {

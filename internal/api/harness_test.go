@@ -27,11 +27,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/indexify-go/indexify/internal/blob"
+	"github.com/indexify-go/indexify/internal/coordclient"
+	"github.com/indexify-go/indexify/internal/retry"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -141,7 +142,8 @@ func newEnv(t *testing.T, opts ...func(*Config)) *env {
 	pb.RegisterCoordinatorServiceServer(gs, pb.UnimplementedCoordinatorServiceServer{})
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The connection the API server runs with: it owns Unavailable retries.
+	conn, err := coordclient.Dial([]string{lis.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,11 +301,7 @@ func (e *env) blobFiles() []string {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !retry.PollUntil(10*time.Second, 5*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }

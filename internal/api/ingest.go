@@ -18,12 +18,14 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/blob"
+	"github.com/indexify-go/indexify/internal/errcode"
+	"github.com/indexify-go/indexify/internal/remotefetch"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -31,8 +33,6 @@ const (
 	// formOverhead is what a multipart body may carry beyond the file
 	// itself: part headers and the small `labels` field.
 	formOverhead = 1 << 20
-	// sourceIngestion is Content.source of ingested (not extracted) content.
-	sourceIngestion = "ingestion"
 	// octetStream is the "unknown type" label; it triggers type detection.
 	octetStream = "application/octet-stream"
 )
@@ -149,7 +149,7 @@ func (s *Server) commitContents(ctx context.Context, contents []*pb.Content) ([]
 	})
 	if err != nil {
 		for _, c := range contents {
-			if ambiguous(err) && s.referenced(ctx, c) {
+			if !errcode.NotApplied(err) && s.referenced(ctx, c) {
 				continue
 			}
 			s.discard(ctx, c.GetStorageUrl())
@@ -165,16 +165,6 @@ func (s *Server) commitContents(ctx context.Context, contents []*pb.Content) ([]
 		}
 	}
 	return refs, nil
-}
-
-// ambiguous reports whether a failed write may nevertheless have applied.
-func ambiguous(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
-		codes.Aborted, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.OutOfRange:
-		return false
-	}
-	return true
 }
 
 // referenced asks (linearizably) whether the coordinator's content points
@@ -301,24 +291,24 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.commitContents(r.Context(), []*pb.Content{c}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_id": id})
+	writeJSON(w, http.StatusOK, wire.ContentID{ContentID: id})
 	return nil
 }
 
+// newContent is uploaded content as the API knows it. The fields the
+// state machine owns (created_at, root_content_id, source "ingestion" by
+// default, version) are left for it to set.
 func newContent(ns, id string, f *stagedFile, labels map[string]string, graphs []string) *pb.Content {
 	return &pb.Content{
-		Id:            id,
-		Namespace:     ns,
-		Name:          f.name,
-		MimeType:      f.mimeType,
-		Labels:        labels,
-		StorageUrl:    f.info.URL,
-		CreatedAt:     time.Now().UnixMilli(),
-		Source:        sourceIngestion,
-		RootContentId: id,
-		SizeBytes:     uint64(f.info.Size),
-		Hash:          f.info.SHA256,
-		GraphNames:    graphs,
+		Id:         id,
+		Namespace:  ns,
+		Name:       f.name,
+		MimeType:   f.mimeType,
+		Labels:     labels,
+		StorageUrl: f.info.URL,
+		SizeBytes:  uint64(f.info.Size),
+		Hash:       f.info.SHA256,
+		GraphNames: graphs,
 	}
 }
 
@@ -330,7 +320,7 @@ func (s *Server) updateContent(w http.ResponseWriter, r *http.Request) error {
 	if err := validateIDs(kindNamespace, ns, kindContent, id); err != nil {
 		return err
 	}
-	old, err := s.latestContent(r.Context(), ns, id)
+	old, err := s.latestContent(r.Context(), readLevel(r), ns, id)
 	if err != nil {
 		return err
 	}
@@ -346,33 +336,21 @@ func (s *Server) updateContent(w http.ResponseWriter, r *http.Request) error {
 	if c.Name == "" {
 		c.Name = old.GetName()
 	}
-	if old.GetSource() != "" {
-		c.Source = old.GetSource()
-	}
-	if old.GetRootContentId() != "" {
-		c.RootContentId = old.GetRootContentId()
-	}
+	// A new version keeps the old one's place: its source and parent (the
+	// state machine derives the root from the parent).
+	c.Source = old.GetSource()
 	c.ParentId = old.GetParentId()
 	c.SourceTaskId = old.GetSourceTaskId()
 	refs, err := s.commitContents(r.Context(), []*pb.Content{c})
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"content_id": id}
-	if len(refs) > 0 {
-		out["version"] = refs[0].GetVersion()
-		out["created"] = refs[0].GetCreated()
+	if len(refs) == 0 { // the write's version is unknown
+		writeJSON(w, http.StatusOK, wire.ContentID{ContentID: id})
+		return nil
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, wire.ContentVersion{ContentID: id, Created: refs[0].GetCreated(), Version: refs[0].GetVersion()})
 	return nil
-}
-
-type ingestRemoteRequest struct {
-	URL                  string                     `json:"url"`
-	MimeType             string                     `json:"mime_type"`
-	Labels               map[string]json.RawMessage `json:"labels"`
-	ID                   string                     `json:"id"`
-	ExtractionGraphNames []string                   `json:"extraction_graph_names"`
 }
 
 // ingestRemoteFile: POST /namespaces/{ns}/ingest_remote_file.
@@ -381,7 +359,7 @@ func (s *Server) ingestRemoteFile(w http.ResponseWriter, r *http.Request) error 
 	if err := validateKind(kindNamespace, ns); err != nil {
 		return err
 	}
-	var req ingestRemoteRequest
+	var req wire.IngestRemoteFile
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -400,8 +378,11 @@ func (s *Server) ingestRemoteFile(w http.ResponseWriter, r *http.Request) error 
 		}
 	}
 	u, err := url.Parse(req.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || !u.IsAbs() {
 		return badRequest(codeInvalidArgument, "url %q must be an absolute http or https URL", req.URL)
+	}
+	if err := remotefetch.CheckURL(u.Scheme, u.User != nil, u.Host); err != nil {
+		return badRequest(codeInvalidArgument, "url %q must be an absolute http or https URL without user information", u.Redacted())
 	}
 	labels, err := labelsToProto(req.Labels)
 	if err != nil {
@@ -413,21 +394,18 @@ func (s *Server) ingestRemoteFile(w http.ResponseWriter, r *http.Request) error 
 
 	hreq, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
-		return badRequest(codeInvalidArgument, "url %q: %v", req.URL, err)
+		return badRequest(codeInvalidArgument, "url %q is not a valid URL", u.Redacted())
 	}
-	resp, err := s.cfg.HTTPClient.Do(hreq)
+	resp, err := s.fetch.Do(hreq)
 	if err != nil {
-		if r.Context().Err() != nil {
-			return r.Context().Err()
-		}
-		return badRequest(codeRemoteFetch, "fetching %s failed: %v", u.Redacted(), err)
+		return s.fetchError(r.Context(), u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return badRequest(codeRemoteFetch, "fetching %s failed: remote answered %s", u.Redacted(), resp.Status)
+		return badRequest(codeRemoteFetch, "fetching %s failed: remote answered HTTP %d", u.Redacted(), resp.StatusCode)
 	}
 	if resp.ContentLength > s.cfg.MaxUploadBytes {
-		return tooLarge(s.cfg.MaxUploadBytes)
+		return remoteTooLarge(s.cfg.MaxUploadBytes)
 	}
 	declared := req.MimeType
 	if declared == "" {
@@ -439,25 +417,40 @@ func (s *Server) ingestRemoteFile(w http.ResponseWriter, r *http.Request) error 
 	}
 	f, err := s.stage(r.Context(), ns, id, resp.Body, declared, name, codeRemoteFetch)
 	if err != nil {
+		var ae *apiError
+		switch {
+		case errors.As(err, &ae) && ae.code == codeTooLarge:
+			return remoteTooLarge(s.cfg.MaxUploadBytes)
+		case errors.As(err, &ae) && ae.code == codeRemoteFetch:
+			// The body broke off or timed out: as generic as a failed connect.
+			return s.fetchError(r.Context(), u, ae)
+		}
 		return err
 	}
 	c := newContent(ns, id, f, labels, req.ExtractionGraphNames)
 	if _, err := s.commitContents(r.Context(), []*pb.Content{c}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content_id": id})
+	writeJSON(w, http.StatusOK, wire.ContentID{ContentID: id})
 	return nil
 }
 
-// checkRedirect keeps remote fetches on http(s) and bounds redirect chains.
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 5 {
-		return errors.New("too many redirects")
+// fetchError answers a failed remote fetch without the transport's detail
+// (which would tell closed, gRPC and Raft ports apart); the detail is logged.
+func (s *Server) fetchError(ctx context.Context, u *url.URL, err error) error {
+	switch remotefetch.Classify(ctx, err) {
+	case ctx.Err():
+		return ctx.Err()
+	case remotefetch.ErrRefused:
+		s.log.Info("remote fetch refused by policy", "url", u.Redacted(), "err", err)
+		return badRequest(codeRemoteFetch, "fetching %s refused: its address is not allowed (see --remote-fetch-allow)", u.Redacted())
 	}
-	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-		return fmt.Errorf("redirect to unsupported scheme %q", req.URL.Scheme)
-	}
-	return nil
+	s.log.Info("remote fetch failed", "url", u.Redacted(), "err", err)
+	return badRequest(codeRemoteFetch, "could not fetch %s", u.Redacted())
+}
+
+func remoteTooLarge(limit int64) *apiError {
+	return newError(http.StatusRequestEntityTooLarge, codeTooLarge, "remote file exceeds the limit of %d bytes", limit)
 }
 
 // partReadError classifies a failure while reading a multipart part's body:

@@ -69,9 +69,12 @@ func TestUploadFile(t *testing.T) {
 	}
 	c := reqs[0].GetContents()[0]
 	if c.GetId() != "doc1" || c.GetNamespace() != "ns" || c.GetName() != "report.pdf" || c.GetMimeType() != "application/pdf" ||
-		c.GetSource() != "ingestion" || c.GetRootContentId() != "doc1" || c.GetParentId() != "" ||
-		strings.Join(c.GetGraphNames(), ",") != "g1" || c.GetSizeBytes() != uint64(len(data)) || c.GetHash() != sha(data) ||
-		c.GetCreatedAt() == 0 {
+		c.GetParentId() != "" ||
+		strings.Join(c.GetGraphNames(), ",") != "g1" || c.GetSizeBytes() != uint64(len(data)) || c.GetHash() != sha(data) {
+		t.Fatalf("content sent: %v", c)
+	}
+	// Source, root and creation time are the state machine's to set.
+	if c.GetSource() != "" || c.GetRootContentId() != "" || c.GetCreatedAt() != 0 || c.GetVersion() != 0 {
 		t.Fatalf("content sent: %v", c)
 	}
 	if l := c.GetLabels(); len(l) != 3 || l["lang"] != `"en"` || l["pages"] != "3" || l["tags"] != `["a","b"]` {
@@ -279,7 +282,7 @@ func TestUpdateContentNewVersion(t *testing.T) {
 	}
 	c := requests[*pb.CreateContentRequest](e.fake, "CreateContent")[0].GetContents()[0]
 	if c.GetId() != "doc1" || strings.Join(c.GetGraphNames(), ",") != "g1,g2" || c.GetLabels()["lang"] != `"en"` ||
-		c.GetName() != "new.txt" || c.GetHash() != sha([]byte("v3 bytes")) || c.GetRootContentId() != "doc1" {
+		c.GetName() != "new.txt" || c.GetHash() != sha([]byte("v3 bytes")) || c.GetRootContentId() != "" || c.GetCreatedAt() != 0 {
 		t.Fatalf("new version %v", c)
 	}
 	// New labels replace the old ones.
@@ -302,6 +305,11 @@ func TestIngestRemoteFile(t *testing.T) {
 			w.Write(payload)
 		case "/big":
 			w.Write(bytes.Repeat([]byte("x"), 5000))
+		case "/bigchunked": // no Content-Length: the limit is found while streaming
+			for range 5 {
+				w.Write(bytes.Repeat([]byte("x"), 1000))
+				w.(http.Flusher).Flush()
+			}
 		case "/redirect":
 			http.Redirect(w, r, "/files/doc.md", http.StatusFound)
 		default:
@@ -309,7 +317,7 @@ func TestIngestRemoteFile(t *testing.T) {
 		}
 	}))
 	defer remote.Close()
-	e := newEnv(t, func(c *Config) { c.MaxUploadBytes = 4096 * 4 })
+	e := newEnv(t, func(c *Config) { c.MaxUploadBytes = 4096 * 4; c.RemoteFetch = allowLoopback })
 	acceptContent(e, true)
 
 	r := e.doJSON(http.MethodPost, "/namespaces/ns/ingest_remote_file", map[string]any{
@@ -321,7 +329,7 @@ func TestIngestRemoteFile(t *testing.T) {
 	}
 	c := requests[*pb.CreateContentRequest](e.fake, "CreateContent")[0].GetContents()[0]
 	if c.GetId() != "rem1" || c.GetName() != "doc.md" || c.GetMimeType() != "text/markdown" || c.GetLabels()["src"] != `"web"` ||
-		strings.Join(c.GetGraphNames(), ",") != "g1,g2" || c.GetHash() != sha(payload) || c.GetSource() != "ingestion" {
+		strings.Join(c.GetGraphNames(), ",") != "g1,g2" || c.GetHash() != sha(payload) || c.GetSource() != "" {
 		t.Fatalf("content %v", c)
 	}
 	if !bytes.Equal(e.readURL(c.GetStorageUrl()), payload) {
@@ -357,10 +365,16 @@ func TestIngestRemoteFile(t *testing.T) {
 	for _, b := range bad {
 		expectError(t, e.doJSON(http.MethodPost, "/namespaces/ns/ingest_remote_file", b.body), b.status, b.code)
 	}
-	e2 := newEnv(t, func(c *Config) { c.MaxUploadBytes = 1000 })
+	e2 := newEnv(t, func(c *Config) { c.MaxUploadBytes = 1000; c.RemoteFetch = allowLoopback })
 	acceptContent(e2, true)
-	expectError(t, e2.doJSON(http.MethodPost, "/namespaces/ns/ingest_remote_file",
-		map[string]any{"url": remote.URL + "/big", "extraction_graph_names": []string{"g1"}}), 413, codeTooLarge)
+	for _, p := range []string{"/big", "/bigchunked"} {
+		r := e2.doJSON(http.MethodPost, "/namespaces/ns/ingest_remote_file",
+			map[string]any{"url": remote.URL + p, "extraction_graph_names": []string{"g1"}})
+		expectError(t, r, 413, codeTooLarge)
+		if !strings.Contains(string(r.body), "remote file exceeds the limit of 1000 bytes") {
+			t.Errorf("%s: size error does not name the remote file: %s", p, r.body)
+		}
+	}
 	if len(e.blobFiles()) != blobs || len(e2.blobFiles()) != 0 {
 		t.Fatal("failed remote ingests left blobs")
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -43,30 +44,6 @@ func (s *Server) operatorRoutes() {
 	s.handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 }
 
-type memberJSON struct {
-	ID            string `json:"id"`
-	RaftAddr      string `json:"raft_addr"`
-	GRPCAddr      string `json:"grpc_addr"`
-	Suffrage      string `json:"suffrage"`
-	Voter         bool   `json:"voter"`
-	Leader        bool   `json:"leader"`
-	LastContactMs int64  `json:"last_contact_ms"` // -1: unknown to the answering node
-	Healthy       bool   `json:"healthy"`
-}
-
-type clusterJSON struct {
-	NodeID       string       `json:"node_id"` // the coordinator that answered
-	ClusterID    string       `json:"cluster_id"`
-	State        string       `json:"state"`
-	LeaderID     string       `json:"leader_id"`
-	LeaderAddr   string       `json:"leader_addr"`
-	Term         uint64       `json:"term"`
-	CommitIndex  uint64       `json:"commit_index"`
-	AppliedIndex uint64       `json:"applied_index"`
-	LastLogIndex uint64       `json:"last_log_index"`
-	Members      []memberJSON `json:"members"`
-}
-
 // clusterStatus: GET /cluster is ClusterService.Status of whichever
 // coordinator the connection reached.
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) error {
@@ -90,19 +67,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) error {
 			s.log.Debug("leader status unavailable; showing a follower's view", "leader", st.GetLeaderAddr(), "err", err)
 		}
 	}
-	out := clusterJSON{
-		NodeID: st.GetNodeId(), ClusterID: st.GetClusterId(), State: st.GetState(),
-		LeaderID: st.GetLeaderId(), LeaderAddr: st.GetLeaderAddr(), Term: st.GetTerm(),
-		CommitIndex: st.GetCommitIndex(), AppliedIndex: st.GetAppliedIndex(), LastLogIndex: st.GetLastLogIndex(),
-		Members: make([]memberJSON, 0, len(st.GetMembers())),
-	}
-	for _, m := range st.GetMembers() {
-		out.Members = append(out.Members, memberJSON{
-			ID: m.GetId(), RaftAddr: m.GetRaftAddr(), GRPCAddr: m.GetGrpcAddr(), Suffrage: m.GetSuffrage(),
-			Voter: m.GetSuffrage() == "voter", Leader: m.GetLeader(), LastContactMs: m.GetLastContactMs(),
-			Healthy: m.GetHealthy(),
-		})
-	}
+	out := wire.ClusterStatusFrom(st)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -134,34 +99,18 @@ func (s *Server) leaderStatus(ctx context.Context, addr string) (*pb.StatusRespo
 	return pb.NewClusterServiceClient(cc).Status(ctx, &pb.StatusRequest{})
 }
 
-type executorJSON struct {
-	ID              string   `json:"id"`
-	Address         string   `json:"address"`
-	Extractors      []string `json:"extractors"`
-	MaxPendingTasks uint32   `json:"max_pending_tasks"`
-	LastSeen        int64    `json:"last_seen"`     // unix seconds
-	RegisteredAt    int64    `json:"registered_at"` // unix seconds
-}
-
 // listExecutors: GET /executors.
 func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
-	resp, err := call(r.Context(), s, func(ctx context.Context) (*pb.ListExecutorsResponse, error) {
-		return s.cfg.Coordinator.ListExecutors(ctx, &pb.ListExecutorsRequest{})
+	resp, err := read(r.Context(), s, readLevel(r), func(ctx context.Context, level pb.ReadConsistency) (*pb.ListExecutorsResponse, error) {
+		return s.cfg.Coordinator.ListExecutors(ctx, &pb.ListExecutorsRequest{Consistency: level})
 	})
 	if err != nil {
 		return err
 	}
-	out := make([]executorJSON, 0, len(resp.GetExecutors()))
+	out := wire.Executors{Executors: make([]wire.Executor, 0, len(resp.GetExecutors()))}
 	for _, e := range resp.GetExecutors() {
-		names := make([]string, 0, len(e.GetExtractors()))
-		for _, x := range e.GetExtractors() {
-			names = append(names, x.GetName())
-		}
-		out = append(out, executorJSON{
-			ID: e.GetId(), Address: e.GetAddress(), Extractors: names, MaxPendingTasks: e.GetMaxPendingTasks(),
-			LastSeen: unixSeconds(e.GetLastSeen()), RegisteredAt: unixSeconds(e.GetRegisteredAt()),
-		})
+		out.Executors = append(out.Executors, wire.ExecutorFromProto(e))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"executors": out})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -20,18 +20,23 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/blob"
+	"github.com/indexify-go/indexify/internal/embed"
+	"github.com/indexify-go/indexify/internal/index"
+	"github.com/indexify-go/indexify/internal/remotefetch"
+	"github.com/indexify-go/indexify/internal/retry"
+	"github.com/indexify-go/indexify/internal/structured"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 // Defaults for zero Config fields.
 const (
-	DefaultAddr               = ":8900"
-	DefaultMaxUploadBytes     = 1 << 30
-	DefaultRequestTimeout     = 30 * time.Second
-	DefaultGCInterval         = 2 * time.Second
-	DefaultRemoteFetchTimeout = 5 * time.Minute
-	DefaultNamespace          = "default"
-	shutdownGrace             = 15 * time.Second
+	DefaultAddr           = ":8900"
+	DefaultMaxUploadBytes = 1 << 30
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultGCInterval     = 2 * time.Second
+	DefaultNamespace      = "default"
+	shutdownGrace         = 15 * time.Second
 )
 
 // Config configures a Server. Blob and Coordinator are required.
@@ -41,17 +46,16 @@ type Config struct {
 	Blob           blob.Store
 	Coordinator    pb.CoordinatorServiceClient
 	Logger         *slog.Logger // used as is (default: slog.Default() with component=api)
-	// RequestTimeout bounds each coordinator call, including its retries
-	// while the coordinator is unavailable (default 30s).
+	// RequestTimeout bounds each coordinator call, including the retries
+	// its connection makes while coordinators are unavailable (default 30s).
+	// Coordinator must retry Unavailable itself (coordclient.Dial does).
 	RequestTimeout time.Duration
 	// GCInterval is the blob garbage collection period (default 2s; < 0
 	// disables the GC worker, e.g. when another API server does GC).
 	GCInterval time.Duration
-	// RemoteFetchTimeout bounds ingest_remote_file downloads (default 5m).
-	RemoteFetchTimeout time.Duration
-	// HTTPClient fetches remote files (default: a client with
-	// RemoteFetchTimeout that follows at most 5 http(s) redirects).
-	HTTPClient *http.Client
+	// RemoteFetch is where ingest_remote_file may connect and for how
+	// long (default: public addresses only, 60s per fetch, 5 redirects).
+	RemoteFetch remotefetch.Policy
 	// Cluster answers GET /cluster (optional: without it the route is 503).
 	Cluster pb.ClusterServiceClient
 	// Metrics is the registry GET /metrics serves (default: a new one).
@@ -61,6 +65,17 @@ type Config struct {
 	Tokens *Tokens
 	TLS    *tls.Config
 	Limits Limits
+	// Retrieval stores (retrieval.go): where task results' embeddings and
+	// metadata go, and what search and SQL read. nil: features are not
+	// stored and the retrieval routes answer 503.
+	Index      index.Store
+	Structured structured.Store
+	// OpenAI is this server's configuration of the OpenAI-compatible
+	// embedding extractor (base URL, model, key file, key directory; the
+	// openai_embedding section of --extractors-config, the executors'
+	// own): a search query is embedded with it where the index's params
+	// leave those out, exactly as the executors embedded the content.
+	OpenAI embed.OpenAIDefaults
 }
 
 // Server is the HTTP API server.
@@ -70,6 +85,7 @@ type Server struct {
 	mux          *http.ServeMux
 	handler      http.Handler
 	metrics      *apiMetrics
+	fetch        *http.Client  // ingest_remote_file (remotefetch policy)
 	patterns     []string      // every pattern registered on mux, for the OpenAPI check
 	leaders      leaderConns   // GET /cluster asks the leader for member health
 	stopping     chan struct{} // closed when graceful shutdown starts
@@ -93,20 +109,16 @@ func New(cfg Config) *Server {
 	if cfg.GCInterval == 0 {
 		cfg.GCInterval = DefaultGCInterval
 	}
-	if cfg.RemoteFetchTimeout <= 0 {
-		cfg.RemoteFetchTimeout = DefaultRemoteFetchTimeout
-	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: cfg.RemoteFetchTimeout, CheckRedirect: checkRedirect}
-	}
 	s := &Server{
 		cfg:      cfg,
+		fetch:    cfg.RemoteFetch.Client(),
 		log:      cfg.Logger,
 		mux:      http.NewServeMux(),
 		stopping: make(chan struct{}),
 		metrics:  newAPIMetrics(cfg.Metrics),
 	}
 	s.routes()
+	s.retrievalRoutes()
 	s.operatorRoutes()
 	cfg.Limits.setDefaults()
 	s.cfg.Limits = cfg.Limits
@@ -151,7 +163,7 @@ func (s *Server) routes() {
 	h("PUT "+content+"/labels", s.updateLabels)
 	h("GET "+content+"/wait", s.waitContent)
 
-	h("POST /internal/executors/{executor_id}/tasks/{task_id}/result", s.taskResult)
+	h("POST "+wire.ResultRoute, s.taskResult)
 }
 
 // handle registers a route and remembers its pattern.
@@ -183,12 +195,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error", Code: codeInternal})
 		}
 	}()
-	level, err := parseConsistency(r)
-	if err != nil {
+	if _, err := parseConsistency(r); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	r = r.WithContext(withConsistency(r.Context(), level))
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		// No route: let the mux decide between 404, 405 and redirects, but
 		// answer errors in our JSON shape.
@@ -263,7 +273,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // EnsureDefaultNamespace creates the "default" namespace, retrying until it
-// exists or ctx is done (the coordinator may still be electing a leader).
+// exists or ctx is done. It is a start-up task, not a request: besides the
+// connection's own Unavailable retries (bounded by RequestTimeout) it waits
+// out any error, such as a coordinator still starting.
 func (s *Server) EnsureDefaultNamespace(ctx context.Context) error {
 	reqID := newRequestID()
 	backoff := 50 * time.Millisecond
@@ -275,41 +287,21 @@ func (s *Server) EnsureDefaultNamespace(ctx context.Context) error {
 			return nil
 		}
 		s.log.Warn("creating default namespace failed; retrying", "err", err, "backoff", backoff)
-		if !sleepCtx(ctx, backoff) {
+		if !retry.Sleep(ctx, backoff) {
 			return fmt.Errorf("api: create default namespace: %w (last error: %v)", ctx.Err(), err)
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
-// call runs one coordinator RPC bounded by RequestTimeout, retrying while
-// the coordinator answers Unavailable (no leader yet, node restarting).
-// Writes carry a request id chosen once by the caller, so retrying a write
-// that did apply is answered from the coordinator's dedup table.
+// call runs one coordinator RPC bounded by RequestTimeout. It does not
+// retry: the coordinator connection (internal/coordclient) owns the retries
+// of this hop, re-sending an Unavailable call to the hinted leader or the
+// next coordinator until this deadline. Writes carry a request id chosen
+// once by the caller, so a retried write that did apply is answered from the
+// coordinator's dedup table.
 func call[T any](ctx context.Context, s *Server, fn func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	backoff := 25 * time.Millisecond
-	for {
-		v, err := fn(ctx)
-		if err == nil || status.Code(err) != codes.Unavailable {
-			return v, err
-		}
-		if !sleepCtx(ctx, backoff) {
-			return v, err
-		}
-		backoff = min(backoff*2, time.Second)
-	}
-}
-
-// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return fn(ctx)
 }

@@ -108,8 +108,9 @@ func TestExtractors(t *testing.T) {
 	})
 	r := e.get("/extractors")
 	want := `{"extractors":[{"name":"tensorlake/minilm-l6","description":"embeddings","input_mime_types":["text/plain"],` +
-		`"input_params":{"type":"object"},"outputs":{"embedding":{"embedding":{"dim":384,"distance":"cosine"}},"meta":{"metadata":{"type":"object"}}}},` +
-		`{"name":"bare","description":"","input_mime_types":[],"input_params":{},"outputs":{}}]}`
+		`"input_params":{"type":"object"},"outputs":{"embedding":{"embedding":{"dim":384,"distance":"cosine"}},"meta":{"metadata":{"type":"object"}}},` +
+		`"embedding_schemas":{"embedding":{"dim":384,"distance":"cosine"}},"metadata_schemas":{"meta":{"type":"object"}}},` +
+		`{"name":"bare","description":"","input_mime_types":[],"input_params":{},"outputs":{},"embedding_schemas":{},"metadata_schemas":{}}]}`
 	if r.status != 200 || strings.TrimSpace(string(r.body)) != want {
 		t.Fatalf("GET /extractors = %d\n%s\nwant\n%s", r.status, r.body, want)
 	}

@@ -2,18 +2,30 @@ package api
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/indexify-go/indexify/internal/requestid"
 	"github.com/indexify-go/indexify/internal/state"
 )
 
-// maxIDLen bounds every name and id taken from a request.
-const maxIDLen = 256
+// maxIDLen bounds every id taken from a request, in characters; names and
+// content ids have the coordinator's tighter limit, maxNameLen.
+const (
+	maxIDLen   = 256
+	maxNameLen = 128
+)
+
+// checkLength refuses v longer than max characters, with the one wording
+// every length error of ids and names uses.
+func checkLength(kind, v string, max int) error {
+	if n := utf8.RuneCountInString(v); n > max {
+		return badRequest(codeInvalidID, "%s is %d characters long; the limit is %d characters", kind, n, max)
+	}
+	return nil
+}
 
 // validateID checks a namespace, graph, policy, content, task or executor
 // id. Ids end up in blob keys and URL paths, so anything that could change a
@@ -23,10 +35,10 @@ func validateID(kind, v string) error {
 	switch {
 	case v == "":
 		return badRequest(codeInvalidID, "%s is empty", kind)
-	case len(v) > maxIDLen:
-		return badRequest(codeInvalidID, "%s is longer than %d bytes", kind, maxIDLen)
 	case !utf8.ValidString(v):
 		return badRequest(codeInvalidID, "%s %q is not valid UTF-8", kind, v)
+	case checkLength(kind, v, maxIDLen) != nil:
+		return checkLength(kind, v, maxIDLen)
 	case strings.ContainsAny(v, `/\`):
 		return badRequest(codeInvalidID, "%s %q must not contain '/' or '\\'", kind, v)
 	case v == "." || strings.Contains(v, ".."):
@@ -44,6 +56,9 @@ func validateName(kind, v string) error {
 	if err := validateID(kind, v); err != nil {
 		return err
 	}
+	if err := checkLength(kind, v, maxNameLen); err != nil {
+		return err
+	}
 	if err := state.ValidName(v); err != nil {
 		return badRequest(codeInvalidID, "%s: %v", kind, err)
 	}
@@ -54,6 +69,14 @@ func validateName(kind, v string) error {
 func validateContentID(kind, v string) error {
 	if err := validateID(kind, v); err != nil {
 		return err
+	}
+	if err := checkLength(kind, v, maxNameLen); err != nil {
+		return err
+	}
+	if len(v) > maxNameLen {
+		// The coordinator stores at most 128 bytes; an id of non-ASCII
+		// characters reaches that before 128 characters.
+		return badRequest(codeInvalidID, "%s is %d characters but %d bytes of UTF-8; the limit is %d bytes", kind, utf8.RuneCountInString(v), len(v), maxNameLen)
 	}
 	if err := state.ValidContentID(v); err != nil {
 		return badRequest(codeInvalidID, "%s: %v", kind, err)
@@ -117,11 +140,9 @@ func newContentID() string { return randomHex(8) }
 
 // newRequestID makes the idempotency key of one write. The same key is
 // reused when the write is retried, so the coordinator applies it once.
-func newRequestID() string { return randomHex(16) }
+var newRequestID = requestid.New
 
-// childContentID is the deterministic id of the index-th output of a task:
-// a retried task overwrites its earlier output instead of duplicating it.
-func childContentID(taskID string, index int) string {
-	sum := sha256.Sum256([]byte(taskID + "/" + strconv.Itoa(index)))
-	return hex.EncodeToString(sum[:])[:16]
-}
+// childContentID is the deterministic id of the index-th output of a task
+// (a retried task overwrites its earlier output instead of duplicating it).
+// It is the coordinator's rule, state.ChildContentID, not a copy of it.
+var childContentID = state.ChildContentID

@@ -17,6 +17,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/indexify-go/indexify/internal/wire"
 )
 
 // Client talks to one API server.
@@ -81,17 +83,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
-		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-			eb.Error = strings.TrimSpace(string(b))
-			if eb.Error == "" {
-				eb.Error = http.StatusText(resp.StatusCode)
-			}
-		}
-		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+		return errorFrom(resp.StatusCode, b)
 	}
 	if out == nil {
 		return nil
@@ -100,6 +92,27 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		return fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, path, err)
 	}
 	return nil
+}
+
+// errorFrom decodes the API's JSON error body (or uses the text).
+func errorFrom(status int, b []byte) error {
+	var eb wire.Error
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = strings.TrimSpace(string(b))
+		if eb.Error == "" {
+			eb.Error = http.StatusText(status)
+		}
+	}
+	return &Error{Status: status, Code: eb.Code, Message: eb.Error}
+}
+
+// decodeError reads an error answer of a non-JSON route.
+func decodeError(resp *http.Response, path string) error {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("GET %s: reading answer: %w", path, err)
+	}
+	return errorFrom(resp.StatusCode, b)
 }
 
 func (c *Client) get(ctx context.Context, path string, out any) error {
@@ -116,18 +129,14 @@ func (c *Client) sendJSON(ctx context.Context, method, path string, v, out any) 
 
 // Namespaces lists namespaces.
 func (c *Client) Namespaces(ctx context.Context) ([]Namespace, error) {
-	var out struct {
-		Namespaces []Namespace `json:"namespaces"`
-	}
+	var out wire.Namespaces
 	err := c.get(ctx, "/namespaces", &out)
 	return out.Namespaces, err
 }
 
 // Namespace returns one namespace.
 func (c *Client) Namespace(ctx context.Context, name string) (Namespace, error) {
-	var out struct {
-		Namespace Namespace `json:"namespace"`
-	}
+	var out wire.NamespaceBody
 	err := c.get(ctx, "/namespaces/"+esc(name), &out)
 	return out.Namespace, err
 }
@@ -139,11 +148,9 @@ func (c *Client) CreateNamespace(ctx context.Context, name string) error {
 
 // Graphs lists the extraction graphs of a namespace.
 func (c *Client) Graphs(ctx context.Context, ns string) ([]Graph, error) {
-	var out struct {
-		Graphs []Graph `json:"extraction_graphs"`
-	}
+	var out wire.Graphs
 	err := c.get(ctx, "/namespaces/"+esc(ns)+"/extraction_graphs", &out)
-	return out.Graphs, err
+	return out.ExtractionGraphs, err
 }
 
 // Graph returns one extraction graph.
@@ -196,26 +203,21 @@ func (c *Client) Content(ctx context.Context, ns, graph string, q ContentQuery) 
 	if len(v) > 0 {
 		path += "?" + v.Encode()
 	}
-	var out struct {
-		List  []Content `json:"content_list"`
-		Total uint64    `json:"total"`
-	}
+	var out wire.ContentList
 	err := c.get(ctx, path, &out)
-	return out.List, out.Total, err
+	return out.ContentList, out.Total, err
 }
 
 // ContentMetadata returns one content's metadata.
 func (c *Client) ContentMetadata(ctx context.Context, ns, id string) (Content, error) {
-	var out struct {
-		Content Content `json:"content_metadata"`
-	}
+	var out wire.ContentMetadata
 	err := c.get(ctx, "/namespaces/"+esc(ns)+"/content/"+esc(id)+"/metadata", &out)
-	return out.Content, err
+	return out.ContentMetadata, err
 }
 
 // DeleteContent deletes content trees.
 func (c *Client) DeleteContent(ctx context.Context, ns string, ids []string) error {
-	return c.sendJSON(ctx, http.MethodDelete, "/namespaces/"+esc(ns)+"/content", map[string][]string{"content_ids": ids}, nil)
+	return c.sendJSON(ctx, http.MethodDelete, "/namespaces/"+esc(ns)+"/content", wire.ContentIDs{ContentIDs: ids}, nil)
 }
 
 // WaitContent blocks until every task of the content tree has finished.
@@ -231,9 +233,7 @@ func (c *Client) Upload(ctx context.Context, ns, graph, name string, r io.Reader
 	go func() {
 		pw.CloseWithError(writeUpload(mw, name, r, labels, progress))
 	}()
-	var out struct {
-		ContentID string `json:"content_id"`
-	}
+	var out wire.ContentID
 	err := c.do(ctx, http.MethodPost, "/namespaces/"+esc(ns)+"/extraction_graphs/"+esc(graph)+"/extract", pr, mw.FormDataContentType(), &out)
 	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer if the server answered early
 	return out.ContentID, err
@@ -278,11 +278,67 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Tasks lists the tasks of one policy (optionally of one content).
+// PageSize is the server's largest page (wire.MaxPageSize); the All
+// methods ask for pages of this size.
+const PageSize = wire.MaxPageSize
+
+// ContentAll lists up to max items (0 = all) by paging with start_id: the
+// server answers at most PageSize items per request.
+func (c *Client) ContentAll(ctx context.Context, ns, graph string, q ContentQuery, max int) ([]Content, error) {
+	var all []Content
+	for {
+		q.Limit = pageLimit(len(all), max)
+		items, _, err := c.Content(ctx, ns, graph, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if len(items) < q.Limit || (max > 0 && len(all) >= max) {
+			return all, nil
+		}
+		q.StartID = items[len(items)-1].ID
+	}
+}
+
+// TasksAll lists up to max tasks of one policy (0 = all), paging like
+// ContentAll.
+func (c *Client) TasksAll(ctx context.Context, ns, graph, policy, contentID string, max int) ([]Task, error) {
+	var all []Task
+	start := ""
+	for {
+		limit := pageLimit(len(all), max)
+		ts, _, err := c.tasksPage(ctx, ns, graph, policy, contentID, start, limit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ts...)
+		if len(ts) < limit || (max > 0 && len(all) >= max) {
+			return all, nil
+		}
+		start = ts[len(ts)-1].ID
+	}
+}
+
+func pageLimit(have, max int) int {
+	if max > 0 && max-have < PageSize {
+		return max - have
+	}
+	return PageSize
+}
+
+// Tasks lists the tasks of one policy (optionally of one content): one
+// page of at most limit (<= PageSize; 0 = the server's default page).
 func (c *Client) Tasks(ctx context.Context, ns, graph, policy, contentID string, limit int) ([]Task, uint64, error) {
+	return c.tasksPage(ctx, ns, graph, policy, contentID, "", limit)
+}
+
+func (c *Client) tasksPage(ctx context.Context, ns, graph, policy, contentID, startID string, limit int) ([]Task, uint64, error) {
 	v := url.Values{}
 	if contentID != "" {
 		v.Set("content_id", contentID)
+	}
+	if startID != "" {
+		v.Set("start_id", startID)
 	}
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
@@ -291,19 +347,14 @@ func (c *Client) Tasks(ctx context.Context, ns, graph, policy, contentID string,
 	if len(v) > 0 {
 		path += "?" + v.Encode()
 	}
-	var out struct {
-		Tasks []Task `json:"tasks"`
-		Total uint64 `json:"total"`
-	}
+	var out wire.Tasks
 	err := c.get(ctx, path, &out)
 	return out.Tasks, out.Total, err
 }
 
 // Executors lists registered executors.
 func (c *Client) Executors(ctx context.Context) ([]Executor, error) {
-	var out struct {
-		Executors []Executor `json:"executors"`
-	}
+	var out wire.Executors
 	err := c.get(ctx, "/executors", &out)
 	return out.Executors, err
 }

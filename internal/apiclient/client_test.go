@@ -49,7 +49,7 @@ func TestAgainstDev(t *testing.T) {
 	}
 
 	g, err := c.CreateGraph(ctx, "books", []byte(spec))
-	if err != nil || g.Name != "docs" || len(g.Policies) != 2 || g.Policies[1].ContentSource != "chunks" {
+	if err != nil || g.Name != "docs" || len(g.ExtractionPolicies) != 2 || g.ExtractionPolicies[1].ContentSource != "chunks" {
 		t.Fatalf("CreateGraph = %+v, %v", g, err)
 	}
 	if _, err := c.CreateGraph(ctx, "books", []byte("name: [")); err == nil || !errors.As(err, &apiErr) || apiErr.Status != 400 {

@@ -107,12 +107,18 @@ func (d *Disk) Put(ctx context.Context, key string, r io.Reader) (Info, error) {
 
 // createExclusive creates the temp file, (re)creating its parent directory.
 // A concurrent Delete may prune an empty directory while MkdirAll or
-// OpenFile runs (ENOENT), hence the retry loop.
+// OpenFile runs (ENOENT), hence the retry loop. os.Root.MkdirAll can also
+// answer EEXIST when another Put creates the same directory at the same
+// moment (seen in CI: "mkdirat ns/shared: file exists"); the directory is
+// there then, so that is retried too.
 func (d *Disk) createExclusive(parent, tmp string) (*os.File, error) {
 	var err error
 	for range 20 {
 		if parent != "." {
 			err = d.root.MkdirAll(parent, 0o755)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
 		}
 		if err == nil {
 			var f *os.File

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/errcode"
+	"github.com/indexify-go/indexify/internal/retry"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"google.golang.org/grpc"
@@ -113,7 +115,10 @@ func idempotent(cmd *pb.Command) bool {
 }
 
 // Apply commits cmd through Raft and returns the FSM's result. It sets
-// cmd.Timestamp (unix ms) when zero. On a follower it forwards to the leader
+// cmd.Timestamp (unix ms) when zero and cmd.Rules to state.CurrentRules
+// (the validation the FSM applies) when zero, lowered to what every member
+// applies; a command form some member does not know yet is refused with
+// ERROR_CODE_UNAVAILABLE, unproposed (level.go). On a follower it forwards to the leader
 // over ClusterService.Apply. It retries while there is no leader, leadership
 // moves, or the leader is unreachable, until ctx ends; a retry after an
 // unknown outcome happens only for commands with a request id (the FSM
@@ -128,14 +133,21 @@ func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 	if cmd.Timestamp == 0 {
 		cmd.Timestamp = time.Now().UnixMilli()
 	}
+	state.StampRules(cmd)
+	if refused := n.admit(cmd); refused != nil {
+		return refused, nil
+	}
 	retrySafe := cmd.RequestId != "" || idempotent(cmd)
 	var data []byte
 	bo := newBackoff(n.cfg.ElectionTimeout/20, n.cfg.ElectionTimeout/2)
 	var lw leaderlessWait
+	leaders := n.leaderEvents()
+	via := "" // a leader address hinted by the last refusal
 	for {
 		if n.shuttingDown.Load() {
-			return nil, ErrShuttingDown
+			return nil, n.refusal(ErrShuttingDown)
 		}
+		changed := leaders.next()
 		var res *pb.CommandResult
 		var err error
 		var retry bool
@@ -147,7 +159,7 @@ func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 			}
 			res, err, retry = n.applyLocal(ctx, data, retrySafe)
 		} else {
-			res, err, retry = n.forwardApply(ctx, cmd, retrySafe)
+			res, err, retry = n.forwardApply(ctx, cmd, retrySafe, via)
 		}
 		if err == nil {
 			return res, nil
@@ -155,10 +167,25 @@ func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 		if !retry || lw.giveUp(err, n.leaderlessLimit()) {
 			return nil, err
 		}
-		if !bo.wait(ctx) {
+		// The node that refused named another leader: go there at once
+		// (once per hint, so two stale views cannot loop without pause).
+		if _, addr, ok := errcode.LeaderHint(err); ok && addr != "" && addr != via {
+			via = addr
+			continue
+		}
+		via = ""
+		if !n.waitRetry(ctx, bo, changed) {
 			return nil, fmt.Errorf("cluster: apply: %w (last error: %w)", ctx.Err(), err)
 		}
 	}
+}
+
+// waitRetry waits out one backoff step of a retry loop, or less: a leader
+// change since the failed attempt began (changed closed) ends the wait, so
+// a call that failed for want of a leader is re-sent as soon as this node
+// learns the new one. False when ctx ended.
+func (n *Node) waitRetry(ctx context.Context, bo *backoff, changed <-chan struct{}) bool {
+	return retry.SleepOrWake(ctx, bo.next(), changed)
 }
 
 // applyLocal proposes an encoded command on this (leader) node. retry reports
@@ -191,15 +218,28 @@ func (n *Node) applyLocal(ctx context.Context, data []byte, retrySafe bool) (res
 	}
 }
 
-// forwardApply sends cmd to the leader once.
-func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool) (*pb.CommandResult, error, bool) {
-	cl, lid, err := n.leaderClient()
+// forwardApply sends cmd to the leader once: to via when a refusal named
+// that address, else to the leader this node knows.
+func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool, via string) (*pb.CommandResult, error, bool) {
+	var cl pb.ClusterServiceClient
+	var lid string
+	var err error
+	if via != "" {
+		cl, err = n.peers.client(via)
+		lid = via
+	} else {
+		cl, lid, err = n.leaderClient()
+	}
 	if err != nil {
 		return nil, err, !errors.Is(err, ErrShuttingDown)
 	}
 	actx, cancel := context.WithTimeout(forwardedCtx(ctx), n.rpcTimeout())
 	defer cancel()
-	defer n.cancelOnLeaderChange(lid, cancel)()
+	if via == "" {
+		// A hinted leader this node does not know yet is not watched: the
+		// hint came from a node that saw it, and the RPC deadline bounds it.
+		defer n.cancelOnLeaderChange(lid, cancel)()
+	}
 	resp, err := cl.Apply(actx, &pb.ApplyRequest{Command: cmd})
 	if err == nil {
 		if resp.GetResult() == nil {
@@ -210,10 +250,12 @@ func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("cluster: apply via leader %s: %w", lid, ctx.Err()), false
 	}
+	if id, addr, ok := errcode.LeaderHint(err); ok {
+		// The leader refused before proposing (not leader / shutting down);
+		// its hint, if any, travels on for Apply to follow.
+		return nil, &hintedError{err: fmt.Errorf("%w: %s", ErrNotLeader, status.Convert(err).Message()), id: id, addr: addr}, true
+	}
 	switch status.Code(err) {
-	case codes.FailedPrecondition:
-		// The leader refused before proposing (not leader / shutting down).
-		return nil, fmt.Errorf("%w: %s", ErrNotLeader, status.Convert(err).Message()), true
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Canceled:
 		// Unreachable leader or lost leadership mid-write: outcome unknown.
 		return nil, fmt.Errorf("%w: leader %s: %v", ErrOutcomeUnknown, lid, err), retrySafe
@@ -258,10 +300,12 @@ func (n *Node) ReadBarrier(ctx context.Context, level pb.ReadConsistency) error 
 func (n *Node) linearizable(ctx context.Context) error {
 	bo := newBackoff(n.cfg.ElectionTimeout/20, n.cfg.ElectionTimeout/2)
 	var lw leaderlessWait
+	leaders := n.leaderEvents()
 	for {
 		if n.shuttingDown.Load() {
-			return ErrShuttingDown
+			return n.refusal(ErrShuttingDown)
 		}
+		changed := leaders.next()
 		var idx uint64
 		var err error
 		if n.raft.State() == raft.Leader {
@@ -289,7 +333,7 @@ func (n *Node) linearizable(ctx context.Context) error {
 		if lw.giveUp(err, n.leaderlessLimit()) {
 			return err
 		}
-		if !bo.wait(ctx) {
+		if !n.waitRetry(ctx, bo, changed) {
 			return fmt.Errorf("cluster: linearizable read: %w (last error: %w)", ctx.Err(), err)
 		}
 	}

@@ -249,9 +249,10 @@ func checkCall(ctx context.Context, secret []byte, method string) error {
 
 // GRPCServerOptions are the options the gRPC server carrying ClusterService
 // must be created with: with a cluster secret they refuse ClusterService
-// calls that do not carry a valid token.
+// calls that do not carry a valid token; always, they refuse calls from a
+// node of another cluster (clusterid.go).
 func (n *Node) GRPCServerOptions() []grpc.ServerOption {
-	return AuthServerOptions(n.cfg.ClusterSecret)
+	return append(AuthServerOptions(n.cfg.ClusterSecret), n.idServerOptions()...)
 }
 
 // AuthServerOptions are GRPCServerOptions for a given secret (nil: none).

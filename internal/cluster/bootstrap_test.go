@@ -108,7 +108,10 @@ func TestStaticAllStartTogetherOneCluster(t *testing.T) {
 			leader := waitLeader(t, nodes...)
 			waitVoters(t, []string{"n1", "n2", "n3"}, nodes...)
 			mustCreateNamespace(t, leader.node, "x")
-			cid := clusterIDFor(nodes[0].node.static)
+			cid := leader.node.ClusterID()
+			if len(cid) != 16 {
+				t.Fatalf("leader's cluster id %q", cid)
+			}
 			for _, tn := range nodes {
 				waitNamespace(t, tn, "x")
 				waitFor(t, "cluster id on "+tn.spec.id, func() (bool, string) {

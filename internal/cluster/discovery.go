@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/retry"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -24,7 +25,7 @@ func (n *Node) maintain(ctx context.Context) {
 		if !n.hasState() {
 			if n.discoverOnce(ctx) {
 				// Joined: give the leader time to send the log before asking again.
-				sleepCtx(ctx, 5*et)
+				retry.Sleep(ctx, 5*et)
 				continue
 			}
 			discoverBO.wait(ctx)
@@ -52,7 +53,7 @@ func (n *Node) maintain(ctx context.Context) {
 		if probed {
 			nextProbe = time.Now().Add(n.addrProbeInterval())
 		}
-		sleepCtx(ctx, et)
+		retry.Sleep(ctx, et)
 	}
 }
 
@@ -249,14 +250,11 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// bootstrap writes the initial configuration. The cluster id is persisted
-// first: a crash in between repeats the same deterministic decision.
+// bootstrap writes the initial configuration. It does not name the
+// cluster: the first leader proposes a random cluster id through the log
+// (clusterid.go), so every member agrees on it and a second cluster
+// bootstrapped from the same voter list gets another id.
 func (n *Node) bootstrap(vs []voter) bool {
-	cid := clusterIDFor(vs)
-	if err := n.setClusterID(cid); err != nil {
-		n.log.Error("bootstrap: persist cluster id", "err", err)
-		return false
-	}
 	cfg := raft.Configuration{}
 	for _, v := range vs {
 		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v.id), Address: raft.ServerAddress(v.addr)})
@@ -265,11 +263,14 @@ func (n *Node) bootstrap(vs []voter) bool {
 	switch {
 	case err == nil:
 		n.bootstraps.Add(1)
-		n.log.Info("bootstrapped cluster", "cluster_id", cid, "voters", len(vs))
+		// Its state is the bootstrap entry it just wrote: nothing committed
+		// exists that it could lack.
+		n.releaseVoteHold("bootstrapped the cluster")
+		n.log.Info("bootstrapped cluster; its first leader chooses the cluster id", "voters", len(vs))
 		return true
 	case errors.Is(err, raft.ErrCantBootstrap):
 		// A leader of the same list reached us first; its log is ours now.
-		n.log.Info("bootstrap skipped: raft state arrived from a leader", "cluster_id", cid)
+		n.log.Info("bootstrap skipped: raft state arrived from a leader")
 		return true
 	default:
 		n.log.Error("bootstrap failed", "err", err)
@@ -283,6 +284,8 @@ func (n *Node) joinRequest() *pb.JoinRequest {
 		RaftAddr: n.advertise,
 		GrpcAddr: n.cfg.GRPCAdvertise,
 		HttpAddr: n.cfg.HTTPAdvertise,
+		// The leader publishes it in the joiner's NodeInfo (level.go).
+		CommandLevel: n.commandLevel,
 	}
 	// cluster_id doubles as "I have Raft state": a node without state sends
 	// "", which tells the leader its log is empty (see handleJoin).
@@ -373,36 +376,30 @@ func (n *Node) housekeep(ctx context.Context) bool {
 	return true
 }
 
-// learnClusterID asks members of our configuration (the leader first) for
-// the cluster id, for nodes that received their state by replication.
+// learnClusterID asks the leader this node follows for the cluster id, for
+// nodes that received their state by replication (a snapshot, so they never
+// applied the id entry) before knowing it. Only the leader: it is the node
+// whose log ours matches; other members listed in our configuration may
+// belong to another cluster with the same member names.
 func (n *Node) learnClusterID(ctx context.Context) {
 	_, lid := n.raft.LeaderWithID()
-	cfg, _ := n.configuration()
-	ids := []string{string(lid)}
-	for _, s := range cfg.Servers {
-		if s.ID != lid {
-			ids = append(ids, string(s.ID))
-		}
+	id := string(lid)
+	if id == n.cfg.NodeID || id == "" {
+		return
 	}
-	for _, id := range ids {
-		if id == n.cfg.NodeID || id == "" {
-			continue
-		}
-		addr := n.grpcAddrOf(id)
-		if addr == "" {
-			continue
-		}
-		cl, err := n.peers.client(addr)
-		if err != nil {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, n.probeTimeout())
-		resp, err := cl.Probe(pctx, &pb.ProbeRequest{NodeId: n.cfg.NodeID})
-		cancel()
-		if err == nil && resp.NodeId == id && resp.ClusterId != "" {
-			n.adoptClusterID(resp.ClusterId)
-			n.book.learnProbe(resp, addr)
-			return
-		}
+	addr := n.grpcAddrOf(id)
+	if addr == "" {
+		return
+	}
+	cl, err := n.peers.client(addr)
+	if err != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, n.probeTimeout())
+	resp, err := cl.Probe(pctx, &pb.ProbeRequest{NodeId: n.cfg.NodeID})
+	cancel()
+	if err == nil && resp.NodeId == id && resp.ClusterId != "" {
+		n.adoptClusterID(resp.ClusterId)
+		n.book.learnProbe(resp, addr)
 	}
 }

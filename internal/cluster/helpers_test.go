@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/indexify-go/indexify/internal/freeport"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/retry"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"google.golang.org/grpc"
@@ -80,32 +82,7 @@ type spec struct {
 // loopback IP (127.0.0.x) and share the port.
 func freeRaftPort(t testing.TB, ips []string) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", ips[0]+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		ok := true
-		var others []net.Listener
-		for _, ip := range ips[1:] {
-			o, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, port))
-			if err != nil {
-				ok = false
-				break
-			}
-			others = append(others, o)
-		}
-		l.Close()
-		for _, o := range others {
-			o.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no common free port")
-	return 0
+	return freeport.Take(t, ips...)
 }
 
 // newSpecs makes k node specs on 127.0.0.1..k sharing one Raft port.
@@ -142,14 +119,11 @@ func (s *spec) listenGRPC(t testing.TB) {
 		addr = s.grpcAddr
 	}
 	var lis net.Listener
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if lis, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // port still held by the previous server
-	}
+	// The port may still be held by the previous server.
+	err := retry.PollFor(5*time.Second, 20*time.Millisecond, func() (err error) {
+		lis, err = net.Listen("tcp", addr)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,18 +215,13 @@ func (tn *testNode) stop() {
 // waitFor polls cond until it holds or waitTimeout passes.
 func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	last := ""
-	for {
-		ok, msg := cond()
-		if ok {
-			return
+	if err := retry.PollFor(waitTimeout, 20*time.Millisecond, func() error {
+		if ok, msg := cond(); !ok {
+			return errors.New(msg)
 		}
-		last = msg
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("timed out waiting for %s: %v", what, err)
 	}
 }
 
@@ -285,6 +254,13 @@ func waitLeader(t testing.TB, nodes ...*testNode) *testNode {
 		// Leader hooks (barrier, own NodeInfo) done: forwarding works.
 		if _, ok := leader.fsm.Store().Node(leader.spec.id); !ok {
 			return false, "leader NodeInfo not stored yet"
+		}
+		// Every node knows the cluster id (a new cluster's first leader
+		// names it through the log; followers have it once they applied it).
+		for _, tn := range nodes {
+			if cid := tn.node.ClusterID(); cid == "" || cid != leader.node.ClusterID() {
+				return false, fmt.Sprintf("%s has cluster id %q, leader %q", tn.spec.id, cid, leader.node.ClusterID())
+			}
 		}
 		return true, ""
 	})

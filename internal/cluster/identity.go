@@ -1,15 +1,12 @@
 package cluster
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // identity is persisted in DataDir/node.json. The node id guards against
@@ -70,18 +67,4 @@ func writeIdentity(path string, id identity) error {
 		d.Close()
 	}
 	return nil
-}
-
-// clusterIDFor derives the cluster id from the bootstrap voter list. Every
-// node that bootstraps computes it from the identical list, so they agree
-// without communicating.
-func clusterIDFor(vs []voter) string {
-	sorted := append([]voter(nil), vs...)
-	sortVoters(sorted)
-	parts := make([]string, len(sorted))
-	for i, v := range sorted {
-		parts[i] = v.id + "=" + v.addr
-	}
-	sum := sha256.Sum256([]byte(strings.Join(parts, ",")))
-	return hex.EncodeToString(sum[:8])
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/retry"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -30,6 +31,11 @@ func (n *Node) RunWhileLeader(fn func(ctx context.Context, term uint64)) {
 
 // watchLeadership consumes Raft's leadership notifications in order.
 func (n *Node) watchLeadership() {
+	select {
+	case <-n.raftSet:
+	case <-n.closed:
+		return
+	}
 	for {
 		select {
 		case v := <-n.notifyCh:
@@ -78,6 +84,11 @@ func (n *Node) startSessionLocked() {
 		}
 		term, ok := n.leaderBarrier(ctx)
 		if !ok {
+			return
+		}
+		// A new cluster is named before anything else happens in it.
+		n.ensureClusterID(ctx, term)
+		if ctx.Err() != nil {
 			return
 		}
 		n.leaderReadyTerm.Store(term)
@@ -144,13 +155,16 @@ func (n *Node) selfInfo() *pb.NodeInfo {
 		RaftAddr: n.advertise,
 		GrpcAddr: n.cfg.GRPCAdvertise,
 		HttpAddr: n.cfg.HTTPAdvertise,
+		// Announces what this node applies (level.go).
+		CommandLevel: n.commandLevel,
 	}
 }
 
 func (n *Node) selfInfoCurrent() bool {
 	cur, ok := n.fsm.Store().Node(n.cfg.NodeID)
 	want := n.selfInfo()
-	return ok && cur.RaftAddr == want.RaftAddr && cur.GrpcAddr == want.GrpcAddr && cur.HttpAddr == want.HttpAddr
+	return ok && cur.RaftAddr == want.RaftAddr && cur.GrpcAddr == want.GrpcAddr && cur.HttpAddr == want.HttpAddr &&
+		cur.CommandLevel == want.CommandLevel
 }
 
 // backoff is a capped exponential backoff with jitter (so that nodes started
@@ -172,15 +186,4 @@ func (b *backoff) next() time.Duration {
 func (b *backoff) reset() { b.cur = b.lo }
 
 // wait sleeps for the next backoff step; false when ctx ended first.
-func (b *backoff) wait(ctx context.Context) bool { return sleepCtx(ctx, b.next()) }
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (b *backoff) wait(ctx context.Context) bool { return retry.Sleep(ctx, b.next()) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/retry"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -23,11 +24,13 @@ func (n *Node) changeTimeout() time.Duration { return 5 * n.cfg.ElectionTimeout 
 //   - Known id, new address (restart with a new IP): the address is updated,
 //     suffrage kept.
 //   - Known voter id that says it has no state (cluster_id ""): its disk was
-//     wiped, or it is a static-list voter starting late. An empty-log voter
-//     would grant its vote to any candidate, even one missing committed
-//     entries, so it is demoted to non-voter (and promoted back when caught
-//     up) provided every other voter is healthy; otherwise demoting could
-//     cost the quorum, and it stays a voter.
+//     wiped, or it is a static-list voter starting late. It stays a voter.
+//     It casts no vote until it has caught up: it holds its vote itself
+//     (votehold.go). It is not demoted: a demotion shrinks the voter set,
+//     so in a 3-voter cluster the two left could elect no one if the
+//     leader died before the autopilot promoted it back (a fresh static
+//     cluster whose leader died a second after forming stayed leaderless
+//     until that node returned).
 func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 	if cid := n.ClusterID(); req.ClusterId != "" && cid != "" && req.ClusterId != cid {
 		return state.Errorf(pb.ErrorCode_ERROR_CODE_CONFLICT,
@@ -65,7 +68,6 @@ func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 		}
 	}
 
-	stateless := req.ClusterId == ""
 	switch {
 	case existing == nil:
 		n.log.Info("join: adding non-voter", "id", id, "addr", addr)
@@ -79,15 +81,8 @@ func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 				return err
 			}
 		}
-		if stateless {
-			if n.othersHealthy(ctx, id) {
-				n.log.Info("join: voter has an empty log; demoting until caught up", "id", id)
-				if err := waitFuture(ctx, n.raft.DemoteVoter(id, 0, n.changeTimeout())); err != nil {
-					return err
-				}
-			} else {
-				n.log.Warn("join: voter has an empty log but other voters are unhealthy; keeping it a voter", "id", id)
-			}
+		if req.ClusterId == "" {
+			n.log.Info("join: voter has an empty log; it withholds its vote until caught up", "id", id)
 		}
 	default:
 		if existing.Address != addr {
@@ -98,39 +93,16 @@ func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 		}
 	}
 	// Publish the joiner's addresses right away (it upserts itself later too).
-	info := &pb.NodeInfo{Id: req.NodeId, RaftAddr: req.RaftAddr, GrpcAddr: req.GrpcAddr, HttpAddr: req.HttpAddr}
+	info := &pb.NodeInfo{Id: req.NodeId, RaftAddr: req.RaftAddr, GrpcAddr: req.GrpcAddr, HttpAddr: req.HttpAddr,
+		CommandLevel: req.CommandLevel}
 	if cur, ok := n.fsm.Store().Node(req.NodeId); !ok || cur.RaftAddr != info.RaftAddr ||
-		cur.GrpcAddr != info.GrpcAddr || cur.HttpAddr != info.HttpAddr {
+		cur.GrpcAddr != info.GrpcAddr || cur.HttpAddr != info.HttpAddr || cur.CommandLevel != info.CommandLevel {
 		cmd := &pb.Command{Timestamp: timeNowMs(), Op: &pb.Command_UpsertNode{UpsertNode: &pb.UpsertNodeCmd{Node: info}}}
 		if _, err := n.Apply(ctx, cmd); err != nil {
 			n.log.Warn("join: upsert NodeInfo failed", "id", id, "err", err)
 		}
 	}
 	return nil
-}
-
-// othersHealthy checks, right now, that every voter except exclude (and this
-// leader) answers as a caught-up follower of this leader.
-func (n *Node) othersHealthy(ctx context.Context, exclude raft.ServerID) bool {
-	cfg, _ := n.configuration()
-	term := n.raft.CurrentTerm()
-	results := make(chan bool, len(cfg.Servers))
-	count := 0
-	for _, s := range cfg.Servers {
-		if s.Suffrage != raft.Voter || s.ID == exclude || string(s.ID) == n.cfg.NodeID {
-			continue
-		}
-		count++
-		go func() {
-			h, _ := n.ap.check(ctx, s, term)
-			results <- h
-		}()
-	}
-	ok := true
-	for range count {
-		ok = <-results && ok
-	}
-	return ok
 }
 
 // removeServer removes a server from the configuration (leader only). The
@@ -184,7 +156,7 @@ func (n *Node) transferLeadership(ctx context.Context, id string) (string, error
 		if _, lid := n.raft.LeaderWithID(); lid != "" && string(lid) != n.cfg.NodeID {
 			return string(lid), nil
 		}
-		if !sleepCtx(ctx, n.cfg.ElectionTimeout/20) {
+		if !retry.Sleep(ctx, n.cfg.ElectionTimeout/20) {
 			return "", ctx.Err()
 		}
 	}

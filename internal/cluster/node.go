@@ -27,16 +27,24 @@ type Node struct {
 	logs      raft.LogStore
 	snaps     *raft.FileSnapshotStore
 	stream    *streamLayer
-	advertise string       // Raft address as stored in the configuration
-	targets   []joinTarget // parsed cfg.Join
-	static    []voter      // static-list bootstrap voters (nil: not static mode)
-	peers     *peerClients
-	book      *addressBook // where to dial servers whose configured address is stale
-	idPath    string
-	ap        *autopilot
+	advertise string // Raft address as stored in the configuration
+	// commandLevel is what this node announces and applies
+	// (state.CommandLevel; a test lowers it to play an older version).
+	commandLevel uint32
+	targets      []joinTarget // parsed cfg.Join
+	static       []voter      // static-list bootstrap voters (nil: not static mode)
+	peers        *peerClients
+	book         *addressBook // where to dial servers whose configured address is stale
+	idPath       string
+	ap           *autopilot
 
 	notifyCh chan bool     // raft leadership notifications (blocking, ordered)
+	leaders  leaderWatch   // leader changes for retry loops (leaderwatch.go)
 	closed   chan struct{} // closed once Shutdown finished
+	// raftSet is closed once n.raft is assigned. Raft's goroutines start
+	// inside raft.NewRaft, before the assignment: whatever they wake (the
+	// leadership watcher) waits for this before it reads n.raft.
+	raftSet chan struct{}
 
 	mu        sync.Mutex
 	clusterID string
@@ -47,11 +55,16 @@ type Node struct {
 	runCancel context.CancelFunc
 	session   *leaderSession
 
-	membershipMu    sync.Mutex    // serialises configuration changes made by this leader
-	leaderReadyTerm atomic.Uint64 // term whose leader barrier completed (0: not ready)
+	conflicts       conflictTracker // refusals of another cluster's traffic (clusterid.go)
+	membershipMu    sync.Mutex      // serialises configuration changes made by this leader
+	leaderReadyTerm atomic.Uint64   // term whose leader barrier completed (0: not ready)
 	shuttingDown    atomic.Bool
 	bootstraps      atomic.Int32 // BootstrapCluster calls that succeeded in this process
 	discoverRounds  atomic.Int32 // completed discovery rounds (tests observe progress)
+	voteHeld        atomic.Bool  // started without Raft state, not caught up yet (votehold.go)
+	gate            *voteGate    // the transport wrapper enforcing the hold
+	votesWithheld   atomic.Int64 // vote requests refused while held
+	withheldLogged  atomic.Int64 // unix nanos of the last "withholding vote" log line
 	bg              sync.WaitGroup
 	shutdownOnce    sync.Once
 	shutdownErr     error
@@ -83,16 +96,19 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	hlog := newHCLogger(cfg.Logger)
 
 	n = &Node{
-		cfg:       cfg,
-		log:       cfg.Logger.With("component", "cluster", "node", cfg.NodeID),
-		fsm:       fsm,
-		targets:   targets,
-		idPath:    idPath,
-		clusterID: ident.ClusterID,
-		notifyCh:  make(chan bool, 8),
-		closed:    make(chan struct{}),
-		peers:     newPeerClients(append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], AuthDialOptions(cfg.ClusterSecret)...)),
+		cfg:          cfg,
+		log:          cfg.Logger.With("component", "cluster", "node", cfg.NodeID),
+		fsm:          fsm,
+		targets:      targets,
+		commandLevel: state.CommandLevel,
+		idPath:       idPath,
+		clusterID:    ident.ClusterID,
+		notifyCh:     make(chan bool, 8),
+		closed:       make(chan struct{}),
+		raftSet:      make(chan struct{}),
 	}
+	dialOpts := append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], AuthDialOptions(cfg.ClusterSecret)...)
+	n.peers = newPeerClients(append(dialOpts, n.idDialOptions()...))
 	n.ap = newAutopilot(n)
 	n.book = newAddressBook(n, 4*n.addrProbeInterval())
 	var closers []func() error
@@ -110,6 +126,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	}
 	closers = append(closers, n.stream.Close)
 	n.stream.tls, n.stream.secret = cfg.RaftTLS, cfg.ClusterSecret
+	n.stream.guard = &idGuard{hello: n.localHello, check: n.checkPeer, legacy: n.noteLegacyPeer, stray: n.noteStrayConn}
 	n.advertise = n.stream.advertise.String()
 	if n.static, err = staticVoters(cfg.NodeID, n.advertise, cfg.BootstrapExpect, targets); err != nil {
 		return nil, err
@@ -126,13 +143,40 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog); err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	// Decide the vote hold before Raft can receive a single RPC.
+	lastIdx, err := n.bolt.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft log: %w", err)
+	}
+	snapList, err := n.snaps.List()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
+	}
+	if err := n.initVoteHold(lastIdx == 0 && len(snapList) == 0); err != nil {
+		return nil, err
+	}
+	netTrans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: n.book,
 		Stream:                n.stream,
 		MaxPool:               3,
-		Timeout:               10 * time.Second,
-		Logger:                hlog,
+		// 1 turns hashicorp/raft's pipelined replication off: every
+		// AppendEntries waits for its answer. With the default (2) the
+		// pipeline's two hand-off channels are unbuffered, and when a
+		// follower answers "not successful" or a newer term, the decoder
+		// stops reading while the sender, woken by the 10 ms commit
+		// timeout, parks one more request: replication to that follower
+		// stops for good (it keeps getting heartbeats, so it never calls
+		// an election; it just never sees another entry) and the leader's
+		// Shutdown waits forever. Seen twice in one CI-size run of this
+		// package (a follower stuck at applied index 4; Shutdown hung 18
+		// min). With batching, pipelining gains nothing on a LAN
+		// (DESIGN.md, "Replication is not pipelined").
+		MaxRPCsInFlight: 1,
+		Timeout:         10 * time.Second,
+		Logger:          hlog,
 	})
+	trans := newVoteGate(netTrans, cfg.NodeID, n.advertise, n.voteHeld.Load, n.logEmpty, n.noteWithheld)
+	n.gate = trans
 	closers = append(closers, trans.Close)
 
 	rc := raft.DefaultConfig()
@@ -179,13 +223,14 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	go n.watchLeadership()
 	closers = append(closers, func() error { close(n.closed); return nil })
 
-	n.raft, err = raft.NewRaft(rc, fsm, n.logs, n.bolt, n.snaps, trans)
+	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, n.logs, n.bolt, n.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
+	close(n.raftSet)
 	n.book.raft.Store(n.raft)
 	n.log.Info("raft started", "raft_addr", n.advertise, "has_state", n.hasState(),
-		"cluster_id", ident.ClusterID, "static_voters", len(n.static))
+		"cluster_id", ident.ClusterID, "static_voters", len(n.static), "vote_held", n.voteHeld.Load())
 	return n, nil
 }
 
@@ -204,6 +249,11 @@ func (n *Node) Start(ctx context.Context) {
 	go func() {
 		defer n.bg.Done()
 		n.maintain(n.runCtx)
+	}()
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		n.releaseVoteHoldLoop(n.runCtx)
 	}()
 	if n.isLeader {
 		n.startSessionLocked()
@@ -258,6 +308,18 @@ const readyLag = 64
 // member of the configuration, a leader is known (and heard from recently),
 // and it has applied (nearly) everything committed.
 func (n *Node) Ready() (bool, string) {
+	ok, why := n.ready()
+	if !ok {
+		// The likely cause when a node of another cluster keeps knocking:
+		// this node refuses it and has no usable leader of its own.
+		if c := n.recentConflict(); c != "" {
+			why += "; " + c
+		}
+	}
+	return ok, why
+}
+
+func (n *Node) ready() (bool, string) {
 	if n.shuttingDown.Load() || !n.Live() {
 		return false, "shutting down"
 	}
@@ -293,14 +355,17 @@ func (n *Node) Ready() (bool, string) {
 func (n *Node) Status() *pb.StatusResponse {
 	_, lid := n.raft.LeaderWithID()
 	st := &pb.StatusResponse{
-		NodeId:       n.cfg.NodeID,
-		ClusterId:    n.ClusterID(),
-		State:        n.raft.State().String(),
-		LeaderId:     string(lid),
-		Term:         n.raft.CurrentTerm(),
-		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: n.raft.AppliedIndex(),
-		LastLogIndex: n.raft.LastIndex(),
+		NodeId:        n.cfg.NodeID,
+		ClusterId:     n.ClusterID(),
+		State:         n.raft.State().String(),
+		LeaderId:      string(lid),
+		Term:          n.raft.CurrentTerm(),
+		CommitIndex:   n.raft.CommitIndex(),
+		AppliedIndex:  n.raft.AppliedIndex(),
+		LastLogIndex:  n.raft.LastIndex(),
+		Conflict:      n.recentConflict(),
+		VoteHeld:      n.VoteHeld(),
+		VotesWithheld: n.VotesWithheld(),
 	}
 	if lid != "" {
 		st.LeaderAddr = n.grpcAddrOf(string(lid))
@@ -362,6 +427,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Info("transferring leadership before shutdown")
 			if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership transfer failed; shutting down anyway", "err", err)
+			} else {
+				n.awaitNewLeader(ctx) // so refusals from here on name it
 			}
 		}
 		n.mu.Lock()

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/indexify-go/indexify/internal/errcode"
+	"github.com/indexify-go/indexify/internal/retry"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"google.golang.org/grpc/codes"
@@ -61,6 +64,17 @@ func TestFollowerApplyForwardsAndReads(t *testing.T) {
 	if cmd.Timestamp == 0 {
 		t.Fatal("Apply did not set the timestamp")
 	}
+	if cmd.Rules != state.CurrentRules {
+		t.Fatalf("Apply stamped rules %d, want state.CurrentRules %d", cmd.Rules, state.CurrentRules)
+	}
+	// The leader's FSM judged a forwarded command by the current rules: a
+	// self-feeding policy name is refused (the original rules would have
+	// gone on to look for the extractor and answer NOT_FOUND).
+	loop := &pb.Command{Op: &pb.Command_CreateGraph{CreateGraph: &pb.CreateExtractionGraphCmd{Graph: &pb.ExtractionGraph{
+		Namespace: "fwd", Name: "loopg", Policies: []*pb.ExtractionPolicy{{Name: "ingestion", Extractor: "x"}}}}}}
+	if r, err := f.node.Apply(ctx, loop); err != nil || r.ErrorCode != pb.ErrorCode_ERROR_CODE_INVALID {
+		t.Fatalf("reserved policy name through a follower: %v %v", r, err)
+	}
 	if _, ok := leader.fsm.Store().Namespace("fwd"); !ok {
 		t.Fatal("leader lacks the forwarded write")
 	}
@@ -98,10 +112,12 @@ func TestFollowerApplyForwardsAndReads(t *testing.T) {
 		t.Fatal("unknown read level accepted")
 	}
 
-	// A follower's ClusterService.Apply refuses with a leader hint.
+	// A follower's ClusterService.Apply refuses with a leader hint: the
+	// not-leader signal, not a conflict.
 	_, err = clusterClient(t, f.spec.grpcAddr).Apply(ctx, &pb.ApplyRequest{Command: cmd})
-	if status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("follower Apply RPC: %v", err)
+	if id, addr, ok := errcode.LeaderHint(err); !ok || status.Code(err) != codes.Unavailable ||
+		id != leader.spec.id || addr != leader.spec.grpcAddr {
+		t.Fatalf("follower Apply RPC: %v (hint %q %q %v)", err, id, addr, ok)
 	}
 	st := f.node.Status()
 	if st.LeaderId != leader.spec.id || st.LeaderAddr != leader.spec.grpcAddr || len(st.Members) != 3 || st.ClusterId == "" {
@@ -245,7 +261,17 @@ func TestRunWhileLeaderCancelledOnLeadershipLoss(t *testing.T) {
 	via := followersOf(leader, nodes)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	resp, err := clusterClient(t, via.spec.grpcAddr).TransferLeader(ctx, &pb.TransferLeaderRequest{NodeId: target.spec.id})
+	// A node that started without state withholds its vote (and so a
+	// leadership transfer to it) until it has caught up: retry until then.
+	var resp *pb.TransferLeaderResponse
+	var err error
+	_ = retry.PollFor(waitTimeout, 50*time.Millisecond, func() error {
+		resp, err = clusterClient(t, via.spec.grpcAddr).TransferLeader(ctx, &pb.TransferLeaderRequest{NodeId: target.spec.id})
+		if err != nil && strings.Contains(err.Error(), "withholds its vote") {
+			return err // the target is still catching up
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

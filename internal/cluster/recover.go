@@ -87,5 +87,10 @@ func Recover(dataDir, nodeID string, peers []Peer) error {
 	if err := raft.RecoverCluster(rc, fsm, bolt, bolt, snaps, trans, conf); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
+	// The operator chose this node's data as the cluster's: a node that was
+	// still catching up after a wipe votes again (votehold.go).
+	if err := os.Remove(voteHoldPath(dataDir)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("recover: %w", err)
+	}
 	return nil
 }

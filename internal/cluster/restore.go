@@ -126,11 +126,11 @@ func validateSnapshot(f *os.File) (uint64, error) {
 }
 
 // Restore (gRPC) streams the snapshot into Node.Restore. A follower answers
-// FailedPrecondition naming the leader's gRPC address before reading the
+// errcode.NotLeader naming the leader's gRPC address before reading the
 // stream.
 func (s *service) Restore(stream grpc.ClientStreamingServer[pb.SnapshotChunk, pb.RestoreResponse]) error {
 	if s.n.shuttingDown.Load() {
-		return status.Error(codes.FailedPrecondition, ErrShuttingDown.Error())
+		return s.n.refusal(ErrShuttingDown)
 	}
 	if s.n.raft.State() != raft.Leader {
 		return s.notLeader()
@@ -144,7 +144,7 @@ func (s *service) Restore(stream grpc.ClientStreamingServer[pb.SnapshotChunk, pb
 	case errors.Is(err, ErrSnapshotTooLarge):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	default:
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 }
 

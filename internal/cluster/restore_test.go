@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/indexify-go/indexify/internal/errcode"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"google.golang.org/grpc/codes"
@@ -103,7 +104,10 @@ func TestRestoreReplacesStateOnEveryNode(t *testing.T) {
 	mustCreateNamespace(t, follower.node, "after-1")
 
 	_, err = sendRestore(ctx, clusterClient(t, follower.spec.grpcAddr), saved)
-	wantCode(t, "restore via follower", err, codes.FailedPrecondition, leader.spec.grpcAddr)
+	wantCode(t, "restore via follower", err, codes.Unavailable, leader.spec.grpcAddr)
+	if _, addr, ok := errcode.LeaderHint(err); !ok || addr != leader.spec.grpcAddr {
+		t.Fatalf("restore via follower: %v carries no leader hint", err)
+	}
 	_, err = sendRestore(ctx, lcl, []byte("definitely not a snapshot"))
 	wantCode(t, "garbage", err, codes.InvalidArgument, "not a snapshot")
 	_, err = sendRestore(ctx, lcl, saved[:len(saved)/2])

@@ -140,8 +140,8 @@ func securedCluster(t *testing.T, specs []*spec, mod func(*spec, *Config)) []*te
 		}, nil))
 	}
 	leader := waitLeader(t, nodes...)
-	// A member that joined with an empty log is a non-voter until autopilot
-	// promotes it; wait for that so the "before" view does not move by itself.
+	// Wait for every member to be a voter in every node's configuration so
+	// the "before" view does not move by itself.
 	var ids []string
 	for _, s := range specs {
 		ids = append(ids, s.id)

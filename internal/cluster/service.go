@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/hashicorp/raft"
+	"github.com/indexify-go/indexify/internal/errcode"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"google.golang.org/grpc"
@@ -23,32 +24,28 @@ type service struct {
 	n *Node
 }
 
-// toStatus maps Node errors to gRPC codes. FailedPrecondition always means
-// "refused before anything was proposed", which forwarding callers may retry
-// elsewhere unconditionally.
-func toStatus(err error) error {
+// toStatus maps Node errors to gRPC codes by the one table
+// (internal/errcode). A refusal before anything was proposed (not leader,
+// shutting down) is errcode.NotLeader, which forwarding callers may retry
+// at the leader unconditionally; FailedPrecondition is a conflict.
+func (s *service) toStatus(err error) error {
 	var se *state.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrShuttingDown):
-		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrShuttingDown),
+		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		if errors.Is(err, ErrShuttingDown) {
+			return s.n.refusal(ErrShuttingDown)
+		}
+		id, addr := s.n.Leader()
+		return errcode.NotLeader(err.Error(), id, addr)
 	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &se):
-		switch se.Code {
-		case pb.ErrorCode_ERROR_CODE_INVALID:
-			return status.Error(codes.InvalidArgument, se.Msg)
-		case pb.ErrorCode_ERROR_CODE_NOT_FOUND:
-			return status.Error(codes.NotFound, se.Msg)
-		case pb.ErrorCode_ERROR_CODE_CONFLICT, pb.ErrorCode_ERROR_CODE_ALREADY_EXISTS:
-			return status.Error(codes.FailedPrecondition, se.Msg)
-		}
-		return status.Error(codes.Unavailable, se.Msg)
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return status.Error(errcode.GRPC(se.Code), se.Msg)
 	default:
 		return status.Error(codes.Unavailable, err.Error())
 	}
@@ -57,15 +54,19 @@ func toStatus(err error) error {
 // notLeader is the answer of a node that will not (or may not) forward.
 func (s *service) notLeader() error {
 	id, addr := s.n.Leader()
-	return status.Errorf(codes.FailedPrecondition, "not leader; leader=%s addr=%s", id, addr)
+	return errcode.NotLeader(fmt.Sprintf("not leader; leader=%s addr=%s", id, addr), id, addr)
 }
+
+// A node that is leaving answers n.refusal(ErrShuttingDown): nothing was
+// proposed, so the caller may retry at the leader it names (the one this
+// node handed over to) or at another node.
 
 // leaderOrForward returns (nil, nil) when this node is the leader and should
 // serve the call, or a client for the leader. A call that was already
 // forwarded once is never forwarded again.
 func (s *service) leaderOrForward(ctx context.Context) (pb.ClusterServiceClient, error) {
 	if s.n.shuttingDown.Load() {
-		return nil, status.Error(codes.FailedPrecondition, ErrShuttingDown.Error())
+		return nil, s.n.refusal(ErrShuttingDown)
 	}
 	if s.n.raft.State() == raft.Leader {
 		return nil, nil
@@ -75,7 +76,7 @@ func (s *service) leaderOrForward(ctx context.Context) (pb.ClusterServiceClient,
 	}
 	cl, _, err := s.n.leaderClient()
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return cl, nil
 }
@@ -86,7 +87,7 @@ func (s *service) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.ApplyRes
 		return nil, status.Error(codes.InvalidArgument, "command has no operation")
 	}
 	if s.n.shuttingDown.Load() {
-		return nil, status.Error(codes.FailedPrecondition, ErrShuttingDown.Error())
+		return nil, s.n.refusal(ErrShuttingDown)
 	}
 	if s.n.raft.State() != raft.Leader {
 		return nil, s.notLeader()
@@ -94,13 +95,17 @@ func (s *service) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.ApplyRes
 	if cmd.Timestamp == 0 {
 		cmd.Timestamp = timeNowMs()
 	}
+	state.StampRules(cmd)
+	if refused := s.n.admit(cmd); refused != nil {
+		return &pb.ApplyResponse{Result: refused}, nil
+	}
 	data, err := state.EncodeCommand(cmd)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	res, err, _ := s.n.applyLocal(ctx, data, false)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &pb.ApplyResponse{Result: res}, nil
 }
@@ -135,7 +140,7 @@ func (s *service) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRespon
 		return cl.Join(fctx, req)
 	}
 	if err := s.n.handleJoin(ctx, req); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &pb.JoinResponse{ClusterId: s.n.ClusterID(), LeaderId: s.n.cfg.NodeID}, nil
 }
@@ -163,7 +168,7 @@ func (s *service) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRe
 	}
 	idx, err := s.n.leaderReadIndex(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	st := s.n.Status()
 	st.CommitIndex = idx
@@ -184,7 +189,7 @@ func (s *service) RemovePeer(ctx context.Context, req *pb.RemovePeerRequest) (*p
 		return cl.RemovePeer(fctx, req)
 	}
 	if err := s.n.removeServer(ctx, req.NodeId); err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &pb.RemovePeerResponse{}, nil
 }
@@ -201,7 +206,7 @@ func (s *service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	}
 	id, err := s.n.transferLeadership(ctx, req.NodeId)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.toStatus(err)
 	}
 	return &pb.TransferLeaderResponse{NewLeaderId: id}, nil
 }
@@ -216,11 +221,11 @@ func (s *service) Snapshot(_ *pb.SnapshotRequest, stream grpc.ServerStreamingSer
 	// A backup must hold every write acknowledged before it was asked for,
 	// whichever node serves it: catch up to the leader's commit index first.
 	if err := s.n.ReadBarrier(stream.Context(), pb.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); err != nil {
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 	rc, err := s.n.openSnapshot()
 	if err != nil {
-		return toStatus(err)
+		return s.toStatus(err)
 	}
 	defer rc.Close()
 	buf := make([]byte, snapshotChunk)

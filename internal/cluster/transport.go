@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ type streamLayer struct {
 	advertise advertiseAddr
 	tls       *TransportTLS // nil: plain TCP (auth.go)
 	secret    []byte        // nil: no cluster-secret handshake (auth.go)
+	guard     *idGuard      // cluster-id hello (clusterid.go); nil only in tests of the layer itself
 }
 
 // advertiseAddr is a net.Addr whose String() is the configured advertise
@@ -63,13 +66,38 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.secureAccepted(c), nil
+	c = s.secureAccepted(c)
+	if s.guard != nil {
+		c = &idConn{Conn: c, g: s.guard}
+	}
+	return c, nil
 }
 
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
 	c, err := d.Dial("tcp", string(address))
 	if err != nil {
+		return nil, err
+	}
+	if c, err = s.secureDialled(c, string(address), timeout); err != nil {
+		return nil, err
+	}
+	if s.guard == nil {
+		return c, nil
+	}
+	err = s.guard.dialHello(c, string(address), timeout)
+	if err == nil {
+		return c, nil
+	}
+	c.Close()
+	if !errors.Is(err, errLegacyPeer) {
+		return nil, err
+	}
+	// A node of the previous version (rolling upgrade): talk as it does.
+	if s.guard.legacy != nil {
+		s.guard.legacy(string(address))
+	}
+	if c, err = d.Dial("tcp", string(address)); err != nil {
 		return nil, err
 	}
 	return s.secureDialled(c, string(address), timeout)
@@ -108,7 +136,52 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 	if h.name != "" {
 		msg = h.name + ": " + msg
 	}
-	h.l.Log(context.Background(), lv, msg, append(h.implied[:len(h.implied):len(h.implied)], args...)...)
+	h.l.Log(context.Background(), lv, msg, hcArgs(append(h.implied[:len(h.implied):len(h.implied)], args...))...)
+}
+
+// hcArgs turns hclog key/value pairs into slog attributes rendered the way
+// hclog renders them: hclog.Fmt values are formatted printf-style (Raft logs
+// its configuration as hclog.Fmt("%+v", servers)), Hex/Octal/Binary/Quote
+// as hclog writes them, durations as "20ms" rather than nanoseconds, and a
+// value without a key under hclog's EXTRA_VALUE_AT_END.
+func hcArgs(args []any) []any {
+	out := make([]any, 0, len(args)/2+1)
+	for i := 0; i < len(args); i += 2 {
+		if i+1 == len(args) {
+			out = append(out, slog.Any("EXTRA_VALUE_AT_END", hcValue(args[i])))
+			break
+		}
+		key, ok := args[i].(string)
+		if !ok {
+			key = fmt.Sprint(args[i])
+		}
+		out = append(out, slog.Any(key, hcValue(args[i+1])))
+	}
+	return out
+}
+
+func hcValue(v any) any {
+	switch v := v.(type) {
+	case hclog.Format:
+		if len(v) == 0 {
+			return ""
+		}
+		if f, ok := v[0].(string); ok {
+			return fmt.Sprintf(f, v[1:]...)
+		}
+		return fmt.Sprint(v...)
+	case hclog.Hex:
+		return fmt.Sprintf("0x%x", int(v))
+	case hclog.Octal:
+		return fmt.Sprintf("0%o", int(v))
+	case hclog.Binary:
+		return fmt.Sprintf("0b%b", int(v))
+	case hclog.Quote:
+		return strconv.Quote(string(v))
+	case time.Duration:
+		return v.String()
+	}
+	return v
 }
 
 func (h *hcLogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }

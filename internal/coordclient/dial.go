@@ -8,6 +8,7 @@ package coordclient
 import (
 	"context"
 	"fmt"
+	"google.golang.org/grpc/keepalive"
 	"net"
 	"sort"
 	"strings"
@@ -20,22 +21,10 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 )
 
-// serviceConfig balances calls over all resolved coordinators and retries a
-// call that failed with UNAVAILABLE (node down, leader election under way).
-// Writes are safe to retry because they carry request ids.
-const serviceConfig = `{
-  "loadBalancingConfig": [{"round_robin": {}}],
-  "methodConfig": [{
-    "name": [{"service": "indexify.v1.CoordinatorService"}, {"service": "indexify.v1.ClusterService"}],
-    "retryPolicy": {
-      "maxAttempts": 5,
-      "initialBackoff": "0.1s",
-      "maxBackoff": "1s",
-      "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE"]
-    }
-  }]
-}`
+// serviceConfig balances calls over all resolved coordinators. It has no
+// retry policy: retries of this hop have one owner, the interceptor in
+// retry.go, which also follows leader hints.
+const serviceConfig = `{"loadBalancingConfig": [{"round_robin": {}}]}`
 
 // ParseTargets splits a comma-separated coordinator list, trimming blanks.
 func ParseTargets(list string) []string {
@@ -50,7 +39,8 @@ func ParseTargets(list string) []string {
 
 // Dial returns one connection spreading calls over every coordinator named by
 // targets. DNS entries are re-resolved periodically so pods that come back
-// with new IPs are found again.
+// with new IPs are found again. Unary calls answered UNAVAILABLE are retried
+// (retry.go) until the caller's context ends; callers do not retry them.
 func Dial(targets []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if len(targets) == 0 {
 		return nil, fmt.Errorf("no coordinator address given")
@@ -63,14 +53,23 @@ func Dial(targets []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	r := manual.NewBuilderWithScheme("indexify")
 	d := &discovery{targets: targets, r: r, stop: make(chan struct{})}
 	r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { go d.loop() }
-	r.CloseCallback = func() { d.close() }
 	r.InitialState(resolver.State{Addresses: d.resolve()})
-	base := []grpc.DialOption{
-		grpc.WithResolvers(r),
-		grpc.WithDefaultServiceConfig(serviceConfig),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}
-	return grpc.NewClient(r.Scheme()+":///coordinators", append(base, opts...)...)
+	// Keepalive pings find a connection whose peer vanished without a
+	// FIN (a pod replaced with a new IP): without them an executor's
+	// heartbeat stream to a gone coordinator hung for minutes (test/k8s,
+	// every pod deleted). 10 s is twice the servers' enforcement minimum
+	// (coordinator/limits.go), so jitter never makes a ping too early.
+	ka := grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true})
+	base := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), ka}
+	// Hinted leaders are dialled with the caller's options (credentials);
+	// their interceptors do not run on redirected tries (see retrier.unary).
+	rt := &retrier{opts: append(append(base, opts...), grpc.WithDisableRetry())}
+	r.CloseCallback = func() { d.close(); rt.close() }
+	all := append(base, grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(serviceConfig), grpc.WithDisableRetry())
+	all = append(all, opts...)
+	// Innermost, after the caller's interceptors: see retrier.unary.
+	all = append(all, grpc.WithChainUnaryInterceptor(rt.unary))
+	return grpc.NewClient(r.Scheme()+":///coordinators", all...)
 }
 
 type discovery struct {

@@ -23,7 +23,7 @@ func TestMaxConcurrentStreamsCapsOneConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpcServerOptions(NodeConfig{MaxConcurrentStreams: 2})...)
+	srv := grpc.NewServer(grpcServerOptions(ServerConfig{MaxConcurrentStreams: 2})...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(lis)
 	defer srv.Stop()

@@ -5,22 +5,54 @@ package coordinator
 // status code, and counted in the node's metrics. Successful calls and
 // errors that are the caller's business log at debug (they are the bulk of
 // the traffic); failures an operator should notice log at info.
+//
+// Unavailable (no leader yet, a write that could not commit) is what callers
+// retry: at every start the API server and executor retry a few calls until
+// the first election ends, and those calls then succeed. So Unavailable logs
+// at debug until this node has answered only Unavailable-or-worse for
+// unavailableQuiet; a lasting outage then logs every such call at info.
 
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/indexify-go/indexify/internal/errcode"
 	"github.com/indexify-go/indexify/internal/requestid"
 )
 
 type callLogger struct {
 	log *slog.Logger
 	m   *nodeMetrics
+	// unavailSince is the unix-nano time of the first Unavailable answer
+	// since the last successful call (0: the last answer was fine).
+	unavailSince *atomic.Int64
+}
+
+// unavailableQuiet is how long a streak of Unavailable answers stays at
+// debug: longer than the first election of a restarting cluster.
+const unavailableQuiet = 30 * time.Second
+
+func newCallLogger(log *slog.Logger, m *nodeMetrics) callLogger {
+	return callLogger{log: log, m: m, unavailSince: new(atomic.Int64)}
+}
+
+// unavailableLevel is the level of an Unavailable answer at now.
+func (c callLogger) unavailableLevel(now time.Time) slog.Level {
+	since := c.unavailSince.Load()
+	if since == 0 {
+		c.unavailSince.CompareAndSwap(0, now.UnixNano())
+		return slog.LevelDebug
+	}
+	if now.Sub(time.Unix(0, since)) < unavailableQuiet {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 func (c callLogger) done(ctx context.Context, method, reqID string, start time.Time, err error, unary bool) {
@@ -32,10 +64,18 @@ func (c callLogger) done(ctx context.Context, method, reqID string, start time.T
 	}
 	level := slog.LevelDebug
 	switch code {
-	case codes.OK, codes.NotFound, codes.AlreadyExists, codes.InvalidArgument,
+	case codes.OK:
+		c.unavailSince.Store(0)
+	case codes.NotFound, codes.AlreadyExists, codes.InvalidArgument,
 		codes.FailedPrecondition, codes.Canceled:
+	case codes.Unavailable:
+		level = c.unavailableLevel(time.Now())
 	default:
-		level = slog.LevelInfo
+		// A not-leader refusal is routine (the caller retries at the
+		// leader); other failures are worth a line.
+		if !errcode.IsNotLeader(err) {
+			level = slog.LevelInfo
+		}
 	}
 	if !c.log.Enabled(ctx, level) {
 		return

@@ -180,10 +180,12 @@ var (
 	descRaftApplied = prometheus.NewDesc("indexify_raft_applied_index", "Highest log index applied to this node's state.", nil, nil)
 	descRaftLast    = prometheus.NewDesc("indexify_raft_last_log_index", "Last index in this node's Raft log.", nil, nil)
 	descRaftPeers   = prometheus.NewDesc("indexify_raft_members", "Servers in the Raft configuration as this node sees it, by suffrage.", []string{"suffrage"}, nil)
+	descVoteHeld    = prometheus.NewDesc("indexify_raft_vote_held", "1 while this node, started without Raft state, takes no part in elections until it has caught up.", nil, nil)
+	descWithheld    = prometheus.NewDesc("indexify_raft_votes_withheld_total", "Vote, pre-vote and leadership-transfer requests this node refused while its vote was held.", nil, nil)
 )
 
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast, descRaftPeers} {
+	for _, d := range []*prometheus.Desc{descRaftState, descRaftLeader, descRaftTerm, descRaftCommit, descRaftApplied, descRaftLast, descRaftPeers, descVoteHeld, descWithheld} {
 		ch <- d
 	}
 }
@@ -214,6 +216,12 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(descRaftPeers, prometheus.GaugeValue, float64(n), s)
 	}
+	held := 0.0
+	if c.cn.VoteHeld() {
+		held = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descVoteHeld, prometheus.GaugeValue, held)
+	ch <- prometheus.MustNewConstMetric(descWithheld, prometheus.CounterValue, float64(c.cn.VotesWithheld()))
 }
 
 // storeCollector reads this node's replica of the state at scrape time.
@@ -268,12 +276,4 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descConnected, prometheus.GaugeValue, float64(c.svc.ConnectedExecutors()))
 	ch <- prometheus.MustNewConstMetric(descExecutors, prometheus.GaugeValue, float64(len(c.store.Executors())))
-}
-
-// ConnectedExecutors is the number of executor heartbeat streams open to
-// this node right now.
-func (s *Service) ConnectedExecutors() int {
-	s.stream.mu.Lock()
-	defer s.stream.mu.Unlock()
-	return len(s.stream.conns)
 }

@@ -8,6 +8,7 @@ package coordinator_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,13 +22,15 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/indexify-go/indexify/internal/api"
 	"github.com/indexify-go/indexify/internal/blob"
 	"github.com/indexify-go/indexify/internal/cluster"
 	"github.com/indexify-go/indexify/internal/coordclient"
 	"github.com/indexify-go/indexify/internal/coordinator"
+	"github.com/indexify-go/indexify/internal/coordproc"
+	"github.com/indexify-go/indexify/internal/retry"
+	"github.com/indexify-go/indexify/internal/scheduler"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -60,43 +63,32 @@ func freeAddr(t *testing.T) string {
 
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
+	if err := retry.PollFor(20*time.Second, 20*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
 type stack struct {
-	node *coordinator.Node
-	api  *httptest.Server
-	logs *syncBuf
+	node    *coordinator.Server
+	api     *httptest.Server
+	logs    *syncBuf
+	blobDir string
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t *testing.T) *stack { return startStackWith(t, coordinator.Config{}) }
+
+// startStackWith starts the stack with the coordinator service's config
+// (its MaxUnfinishedTasks is the scheduler's too, as in cmd/indexify).
+func startStackWith(t *testing.T, svc coordinator.Config) *stack {
 	t.Helper()
 	logs := &syncBuf{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	grpcAddr := freeAddr(t)
 	dir := t.TempDir()
-	node, err := coordinator.StartNode(context.Background(), coordinator.NodeConfig{
-		Cluster: cluster.Config{
-			NodeID: "op-0", DataDir: filepath.Join(dir, "coord"), RaftBind: freeAddr(t),
-			GRPCAdvertise: grpcAddr, BootstrapExpect: 1, ElectionTimeout: 200 * time.Millisecond, Logger: log,
-		},
-		GRPCAddr: grpcAddr,
-		HTTPAddr: "127.0.0.1:0",
-		Logger:   log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := startNode(t, cluster.Config{
+		NodeID: "op-0", DataDir: filepath.Join(dir, "coord"), RaftBind: freeAddr(t),
+		GRPCAdvertise: grpcAddr, BootstrapExpect: 1, ElectionTimeout: 200 * time.Millisecond, Logger: log,
+	}, coordinator.ServerConfig{GRPCAddr: grpcAddr, HTTPAddr: "127.0.0.1:0", Logger: log, Service: svc})
 	t.Cleanup(func() { node.Shutdown() })
 	waitFor(t, "node ready", func() error {
 		if ok, why := node.Cluster().Ready(); !ok {
@@ -104,8 +96,7 @@ func startStack(t *testing.T) *stack {
 		}
 		return nil
 	})
-	opts := append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(api.ReadConsistencyInterceptor())}, api.RequestIDInterceptors()...)
-	conn, err := coordclient.Dial([]string{grpcAddr}, opts...)
+	conn, err := coordclient.Dial([]string{grpcAddr}, api.RequestIDInterceptors()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +114,20 @@ func startStack(t *testing.T) *stack {
 	})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &stack{node: node, api: hs, logs: logs}
+	return &stack{node: node, api: hs, logs: logs, blobDir: filepath.Join(dir, "blobs")}
+}
+
+// startNode starts a coordinator composed as the binary composes it (the
+// scheduler's bound on unfinished tasks is the service's, as the flag sets
+// both).
+func startNode(t *testing.T, cc cluster.Config, sc coordinator.ServerConfig) *coordinator.Server {
+	t.Helper()
+	srv, err := coordproc.Start(context.Background(), coordproc.Config{Cluster: cc, Server: sc,
+		Scheduler: scheduler.Config{MaxUnfinishedTasks: sc.Service.MaxUnfinishedTasks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 func get(t *testing.T, url string, hdr map[string]string) (*http.Response, []byte) {
@@ -221,17 +225,7 @@ func TestCoordinatorMetricsAndClusterRoute(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /cluster: %d %s", resp.StatusCode, body)
 	}
-	var st struct {
-		LeaderID     string `json:"leader_id"`
-		State        string `json:"state"`
-		AppliedIndex uint64 `json:"applied_index"`
-		Members      []struct {
-			ID      string `json:"id"`
-			Voter   bool   `json:"voter"`
-			Leader  bool   `json:"leader"`
-			Healthy bool   `json:"healthy"`
-		} `json:"members"`
-	}
+	var st wire.ClusterStatus
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -259,4 +253,49 @@ func metricValue(t *testing.T, text, name string) float64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// The digest route answers the SHA-256 of the replica's canonical dump at
+// the applied index it names, and a change of state changes it.
+func TestStateDigestRoute(t *testing.T) {
+	s := startStack(t)
+	fetch := func() wire.StateDigest {
+		t.Helper()
+		resp, body := get(t, "http://"+s.node.HTTPAddr()+"/debug/state-digest", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET /debug/state-digest: %d %s", resp.StatusCode, body)
+		}
+		var d wire.StateDigest
+		if err := json.Unmarshal(body, &d); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		return d
+	}
+	var before wire.StateDigest
+	waitFor(t, "route digest equals the store's at the same applied index", func() error {
+		before = fetch()
+		applied, sum := s.node.Store().Digest()
+		if applied != before.AppliedIndex {
+			return fmt.Errorf("store moved from %d to %d", before.AppliedIndex, applied)
+		}
+		if before.SHA256 != hex.EncodeToString(sum[:]) {
+			return fmt.Errorf("route %s, Digest %x", before.SHA256, sum)
+		}
+		return nil
+	})
+	if before.NodeID != "op-0" || before.AppliedIndex == 0 {
+		t.Fatalf("digest = %+v", before)
+	}
+	resp, err := http.Post(s.api.URL+"/namespaces", "application/json", strings.NewReader(`{"name":"digest"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("create namespace: %d", resp.StatusCode)
+	}
+	after := fetch()
+	if after.AppliedIndex <= before.AppliedIndex || after.SHA256 == before.SHA256 {
+		t.Fatalf("after a write: %+v, before: %+v", after, before)
+	}
 }

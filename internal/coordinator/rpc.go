@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/state"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -108,12 +109,45 @@ func (s *Service) CreateContent(ctx context.Context, r *pb.CreateContentRequest)
 	if len(r.GetContents()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no content given")
 	}
+	if err := s.admitUploads(r.GetContents()); err != nil {
+		return nil, err
+	}
 	res, err := s.apply(ctx, r.GetRequestId(), &pb.Command{Op: &pb.Command_CreateContent{
 		CreateContent: &pb.CreateContentCmd{Contents: r.GetContents()}}})
 	if err != nil {
 		return nil, err
 	}
 	return &pb.CreateContentResponse{Contents: res.GetContents()}, nil
+}
+
+// admitUploads refuses uploads (content without a parent) into a namespace
+// that has MaxUnfinishedTasks unfinished tasks: the scheduler holds its
+// new tasks back anyway, so accepting more would only grow the backlog of
+// content waiting to be planned. Read from this node's replica, a counter
+// the FSM keeps; no FSM rule (a follower's slightly stale count only moves
+// the moment of refusal). Task results are never refused here.
+func (s *Service) admitUploads(contents []*pb.Content) error {
+	for _, c := range contents {
+		if c.GetParentId() != "" {
+			continue
+		}
+		if n := s.store.UnfinishedTasks(c.GetNamespace()); n >= s.cfg.MaxUnfinishedTasks {
+			return status.Errorf(codes.ResourceExhausted,
+				"namespace %q has %d unfinished tasks (the limit is %d); retry the upload once some have run",
+				c.GetNamespace(), n, s.cfg.MaxUnfinishedTasks)
+		}
+	}
+	return nil
+}
+
+// pageLimit applies the page-size rule of every list call (wire.PageLimit,
+// the HTTP API's too): 0 is the default page, not "everything".
+func pageLimit(n uint32) (uint32, error) {
+	limit, err := wire.PageLimit(uint64(n))
+	if err != nil {
+		return 0, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return limit, nil
 }
 
 func (s *Service) GetContent(ctx context.Context, r *pb.GetContentRequest) (*pb.GetContentResponse, error) {
@@ -125,6 +159,14 @@ func (s *Service) GetContent(ctx context.Context, r *pb.GetContentRequest) (*pb.
 	}
 	out := make([]*pb.Content, 0, len(r.GetIds()))
 	for _, id := range r.GetIds() {
+		if v := r.GetVersion(); v != 0 {
+			c, ok := s.store.ContentVersion(r.GetNamespace(), id, v)
+			if !ok {
+				return nil, status.Errorf(codes.NotFound, "version %d of content %q not found in namespace %q", v, id, r.GetNamespace())
+			}
+			out = append(out, c)
+			continue
+		}
 		c, ok := s.store.Content(r.GetNamespace(), id)
 		if !ok {
 			return nil, status.Errorf(codes.NotFound, "content %q not found in namespace %q", id, r.GetNamespace())
@@ -141,6 +183,10 @@ func (s *Service) ListContent(ctx context.Context, r *pb.ListContentRequest) (*p
 	if err := s.requireGraph(r.GetNamespace(), r.GetGraphName()); err != nil {
 		return nil, err
 	}
+	limit, err := pageLimit(r.GetLimit())
+	if err != nil {
+		return nil, err
+	}
 	items, total, err := s.store.ListContent(state.ContentQuery{
 		Namespace: r.GetNamespace(),
 		Graph:     r.GetGraphName(),
@@ -149,7 +195,7 @@ func (s *Service) ListContent(ctx context.Context, r *pb.ListContentRequest) (*p
 		RootID:    r.GetIngestedContentId(),
 		Labels:    r.GetLabelsFilter(),
 		StartID:   r.GetStartId(),
-		Limit:     int(r.GetLimit()),
+		Limit:     int(limit),
 	})
 	if err != nil {
 		return nil, storeError(err)
@@ -245,13 +291,17 @@ func (s *Service) ListTasks(ctx context.Context, r *pb.ListTasksRequest) (*pb.Li
 	if err := s.requireGraph(r.GetNamespace(), r.GetGraphName()); err != nil {
 		return nil, err
 	}
+	limit, err := pageLimit(r.GetLimit())
+	if err != nil {
+		return nil, err
+	}
 	tasks, total := s.store.ListTasks(state.TaskQuery{
 		Namespace: r.GetNamespace(),
 		Graph:     r.GetGraphName(),
 		Policy:    r.GetPolicy(),
 		ContentID: r.GetContentId(),
 		StartID:   r.GetStartId(),
-		Limit:     int(r.GetLimit()),
+		Limit:     int(limit),
 	})
 	return &pb.ListTasksResponse{Tasks: tasks, Total: total}, nil
 }
@@ -271,7 +321,9 @@ func (s *Service) CompleteTask(ctx context.Context, r *pb.CompleteTaskRequest) (
 	if r.GetOutcome() == pb.TaskOutcome_TASK_OUTCOME_UNKNOWN {
 		return nil, status.Error(codes.InvalidArgument, "outcome must be success or failed")
 	}
-	_, err := s.apply(ctx, r.GetRequestId(), &pb.Command{Op: &pb.Command_CompleteTask{CompleteTask: &pb.CompleteTaskCmd{
+	// One command: outcome, features and children are applied together by
+	// the FSM under the executor fence (internal/state/ops_complete.go).
+	res, err := s.apply(ctx, r.GetRequestId(), &pb.Command{Op: &pb.Command_CompleteTaskV2{CompleteTaskV2: &pb.CompleteTaskCmd{
 		TaskId:      r.GetTaskId(),
 		ExecutorId:  r.GetExecutorId(),
 		Outcome:     r.GetOutcome(),
@@ -279,11 +331,12 @@ func (s *Service) CompleteTask(ctx context.Context, r *pb.CompleteTaskRequest) (
 		Features:    r.GetFeatures(),
 		MaxAttempts: s.cfg.MaxTaskAttempts,
 		BackoffMs:   s.cfg.RetryBackoff.Milliseconds(),
+		Children:    r.GetChildren(),
 	}}})
 	if err != nil {
 		return nil, err
 	}
-	return &pb.CompleteTaskResponse{}, nil
+	return &pb.CompleteTaskResponse{Contents: res.GetContents(), Duplicate: res.GetNoop()}, nil
 }
 
 func (s *Service) RegisterExecutor(ctx context.Context, r *pb.RegisterExecutorRequest) (*pb.RegisterExecutorResponse, error) {

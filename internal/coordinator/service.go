@@ -7,8 +7,6 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"time"
@@ -16,20 +14,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/indexify-go/indexify/internal/errcode"
+	"github.com/indexify-go/indexify/internal/push"
+	"github.com/indexify-go/indexify/internal/requestid"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
-// Replicator is what the service needs from the Raft layer; *cluster.Node
-// implements it.
-type Replicator interface {
-	// Apply commits a command (forwarding to the leader if needed) and
-	// returns the FSM's result.
-	Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
-	// ReadBarrier returns once a read at the given level may be served from
-	// the local store.
-	ReadBarrier(ctx context.Context, level pb.ReadConsistency) error
-}
+// Replicator is what the service needs from the Raft layer, the same as
+// the push streams need; *cluster.Node implements it.
+type Replicator = push.Replicator
 
 // Config tunes the service.
 type Config struct {
@@ -45,6 +39,11 @@ type Config struct {
 	// DisconnectGrace is how long an executor whose stream ended may take to
 	// reconnect before this node asks for its removal.
 	DisconnectGrace time.Duration
+	// MaxUnfinishedTasks: an upload into a namespace with this many
+	// unfinished tasks is refused (RESOURCE_EXHAUSTED, HTTP 429). The
+	// scheduler holds new tasks back at the same bound (give both the same
+	// value); 0 means state.DefaultMaxUnfinishedTasks.
+	MaxUnfinishedTasks int
 }
 
 func (c *Config) setDefaults() {
@@ -60,17 +59,20 @@ func (c *Config) setDefaults() {
 	if c.DisconnectGrace == 0 {
 		c.DisconnectGrace = 5 * time.Second
 	}
+	if c.MaxUnfinishedTasks <= 0 {
+		c.MaxUnfinishedTasks = state.DefaultMaxUnfinishedTasks
+	}
 }
 
 // Service implements pb.CoordinatorServiceServer.
 type Service struct {
 	pb.UnimplementedCoordinatorServiceServer
 
-	store  *state.Store
-	raft   Replicator
-	cfg    Config
-	log    *slog.Logger
-	stream *streams
+	store *state.Store
+	raft  Replicator
+	cfg   Config
+	log   *slog.Logger
+	push  *push.Hub
 }
 
 // New returns a service reading store and writing through raft.
@@ -80,19 +82,19 @@ func New(store *state.Store, raft Replicator, cfg Config, logger *slog.Logger) *
 		logger = slog.Default()
 	}
 	s := &Service{store: store, raft: raft, cfg: cfg, log: logger}
-	s.stream = newStreams(s)
+	s.push = push.New(store, raft, push.Config{HeartbeatFlush: cfg.HeartbeatFlush, DisconnectGrace: cfg.DisconnectGrace}, logger)
 	return s
 }
 
 // Run runs the background work every node does for the executors connected
 // to it (batched heartbeats); it returns when ctx ends.
-func (s *Service) Run(ctx context.Context) { s.stream.run(ctx) }
+func (s *Service) Run(ctx context.Context) { s.push.Run(ctx) }
 
 // apply commits one command and turns a user error in its result into a gRPC
 // status, so callers see InvalidArgument / NotFound / AlreadyExists.
 func (s *Service) apply(ctx context.Context, requestID string, cmd *pb.Command) (*pb.CommandResult, error) {
 	if requestID == "" {
-		requestID = newRequestID()
+		requestID = requestid.New()
 	}
 	cmd.RequestId = requestID
 	res, err := s.raft.Apply(ctx, cmd)
@@ -100,9 +102,15 @@ func (s *Service) apply(ctx context.Context, requestID string, cmd *pb.Command) 
 		return nil, applyError(ctx, err)
 	}
 	if res.GetErrorCode() != pb.ErrorCode_ERROR_CODE_OK {
-		return res, status.Error(grpcCode(res.GetErrorCode()), res.GetError())
+		return res, commandStatus(res)
 	}
 	return res, nil
+}
+
+// commandStatus is the gRPC status of a refused command, by the one table
+// (internal/errcode); the state code travels as a detail.
+func commandStatus(res *pb.CommandResult) error {
+	return errcode.Status(res.GetErrorCode(), res.GetError())
 }
 
 func (s *Service) read(ctx context.Context, level pb.ReadConsistency) error {
@@ -128,36 +136,13 @@ func applyError(ctx context.Context, err error) error {
 	return status.Errorf(codes.Unavailable, "coordinator cannot commit the write: %v", err)
 }
 
-// grpcCode maps the state machine's error codes to gRPC codes.
-func grpcCode(c pb.ErrorCode) codes.Code {
-	switch c {
-	case pb.ErrorCode_ERROR_CODE_INVALID:
-		return codes.InvalidArgument
-	case pb.ErrorCode_ERROR_CODE_NOT_FOUND:
-		return codes.NotFound
-	case pb.ErrorCode_ERROR_CODE_ALREADY_EXISTS:
-		return codes.AlreadyExists
-	case pb.ErrorCode_ERROR_CODE_CONFLICT:
-		return codes.FailedPrecondition
-	case pb.ErrorCode_ERROR_CODE_UNAVAILABLE:
-		return codes.Unavailable
-	}
-	return codes.Internal
-}
-
 // storeError turns an error from a store read into a gRPC status.
 func storeError(err error) error {
 	var se *state.Error
 	if errors.As(err, &se) {
-		return status.Error(grpcCode(se.Code), se.Msg)
+		return status.Error(errcode.GRPC(se.Code), se.Msg)
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func nowMillis() int64 { return time.Now().UnixMilli() }

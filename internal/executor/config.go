@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/indexify-go/indexify/internal/embed"
 	"github.com/indexify-go/indexify/internal/executor/extractors"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -27,6 +28,11 @@ import (
 //	concurrency: 4
 //	heartbeat_interval: 5s
 //	disable_builtins: false
+//	openai_embedding:                # defaults for tensorlake/openai-embedding where params leave them out
+//	  base_url: http://127.0.0.1:11434
+//	  model: nomic-embed-text
+//	  api_key_file: /etc/indexify/openai.key   # used when params name none; relative: from this file's folder
+//	  key_dir: /etc/indexify/keys              # where a params' api_key_file (a plain name) is looked up
 //	extractors:
 //	  - name: acme/summarize
 //	    description: Summarises text
@@ -50,8 +56,30 @@ type FileConfig struct {
 	HeartbeatInterval Duration       `yaml:"heartbeat_interval"`
 	DisableBuiltins   bool           `yaml:"disable_builtins"`
 	External          []ExternalSpec `yaml:"extractors"`
+	OpenAIEmbedding   OpenAISpec     `yaml:"openai_embedding"`
 
 	dir string // folder of the file, for relative command paths
+}
+
+// OpenAISpec is the executor-side configuration of the OpenAI-compatible
+// embedding extractor.
+type OpenAISpec struct {
+	BaseURL    string `yaml:"base_url"`
+	Model      string `yaml:"model"`
+	APIKeyFile string `yaml:"api_key_file"`
+	KeyDir     string `yaml:"key_dir"`
+}
+
+// OpenAIDefaults returns the file's openai_embedding section, relative paths
+// resolved against the file's folder.
+func (fc FileConfig) OpenAIDefaults() embed.OpenAIDefaults {
+	d := embed.OpenAIDefaults(fc.OpenAIEmbedding)
+	for _, p := range []*string{&d.APIKeyFile, &d.KeyDir} {
+		if *p != "" && !filepath.IsAbs(*p) && fc.dir != "" {
+			*p = filepath.Join(fc.dir, *p)
+		}
+	}
+	return d
 }
 
 // ExternalSpec is one external extractor in the file.
@@ -295,7 +323,7 @@ func jsonable(v any) (any, error) {
 func (fc FileConfig) Config() (Config, error) {
 	var xs []Extractor
 	if !fc.DisableBuiltins {
-		xs = Builtins()
+		xs = BuiltinsWith(fc.OpenAIDefaults())
 	}
 	more, err := fc.Extractors()
 	if err != nil {

@@ -68,10 +68,10 @@ extractors:
 		cfg.Advertise != "127.0.0.1:9501" || cfg.MaxPendingTasks != 3 || cfg.Concurrency != 2 || cfg.HeartbeatInterval != 2*time.Second {
 		t.Fatalf("config %+v", cfg)
 	}
-	if len(cfg.Extractors) != 4 || cfg.Extractors[0].Describe().GetName() != extractors.ChunkerName {
+	if nb := len(Builtins()); len(cfg.Extractors) != nb+2 || cfg.Extractors[0].Describe().GetName() != extractors.ChunkerName {
 		t.Fatalf("extractors: built-ins then the file's, got %d", len(cfg.Extractors))
 	}
-	up := cfg.Extractors[2].Describe()
+	up := cfg.Extractors[len(Builtins())].Describe()
 	if up.GetName() != "acme/upper" || up.GetDescription() != "Upper-cases text" || up.GetInputMimeTypes()[0] != "text/plain" {
 		t.Fatalf("description %v", up)
 	}
@@ -82,12 +82,12 @@ extractors:
 	if up.GetOutputs()["meta"].GetMetadataSchemaJson() != `{"type":"object"}` || up.GetOutputs()["vec"].GetEmbedding().GetDim() != 3 {
 		t.Fatalf("outputs %v", up.GetOutputs())
 	}
-	if s := cfg.Extractors[3].Describe().GetInputParamsSchemaJson(); s != `{"type":"object","required":["k"]}` {
+	if s := cfg.Extractors[len(Builtins())+1].Describe().GetInputParamsSchemaJson(); s != `{"type":"object","required":["k"]}` {
 		t.Fatalf("string schema %s", s)
 	}
 	// The relative command resolved against the file's folder, and the
 	// schema from YAML is enforced.
-	x := cfg.Extractors[2]
+	x := cfg.Extractors[len(Builtins())]
 	task := &pb.Task{Id: "t"}
 	out, err := x.Extract(context.Background(), Input{Task: task, Data: []byte("abc"), Params: json.RawMessage(`{"lang":"en"}`)})
 	if err != nil {

@@ -3,8 +3,10 @@
 // it, downloads their content from an API server, runs the extractor and
 // uploads the result back to the API server.
 //
-// The executor holds no durable state. Whatever it loses (a crash, a broken
-// stream, a reassigned task) the coordinator recovers by reassigning work,
+// The executor holds no durable state but, optionally, its id (StateDir, so
+// a restart replaces its own registration). Whatever it loses (a crash, a
+// broken stream, a reassigned task) the coordinator recovers by reassigning
+// work,
 // and result uploads are fenced by the coordinator so a stale executor cannot
 // complete a task that moved elsewhere.
 package executor
@@ -25,6 +27,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/indexify-go/indexify/internal/embed"
 	"github.com/indexify-go/indexify/internal/executor/extractors"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -41,7 +44,20 @@ type (
 
 // Builtins returns the extractors compiled into the executor.
 func Builtins() []Extractor {
-	return []Extractor{extractors.NewChunker(), extractors.NewAttributes()}
+	return BuiltinsWith(embed.OpenAIDefaults{})
+}
+
+// BuiltinsWith returns the built-ins, the OpenAI-compatible embedding
+// extractor taking base URL, model and key file from openai where a policy's
+// params leave them out.
+func BuiltinsWith(openai embed.OpenAIDefaults) []Extractor {
+	return []Extractor{
+		extractors.NewChunker(),
+		extractors.NewAttributes(),
+		extractors.NewPDF(),
+		extractors.NewLexicalEmbedding(),
+		extractors.NewOpenAIEmbedding(openai),
+	}
 }
 
 // Defaults for Config fields left zero.
@@ -53,6 +69,7 @@ const (
 	DefaultHTTPAttempts      = 10
 	DefaultHTTPBackoff       = 250 * time.Millisecond
 	DefaultRequestTimeout    = 5 * time.Minute
+	DefaultRerunDelay        = 5 * time.Second
 	// maxBackoff caps the delay between HTTP retries.
 	maxHTTPBackoff = 10 * time.Second
 	// MaxContentBytes bounds a downloaded content: the whole content is
@@ -79,6 +96,7 @@ type Config struct {
 	HTTPAttempts        int           // tries per download/upload on 5xx/429/network errors; default 10
 	HTTPBackoff         time.Duration // first delay between HTTP tries; doubles up to 10s
 	RequestTimeout      time.Duration // per HTTP try; default 5m
+	RerunDelay          time.Duration // first wait before a task whose result upload gave up runs again; doubles up to 1m; default 5s
 }
 
 // Executor is the executor runtime. Create it with New and start it with Run.
@@ -198,11 +216,15 @@ func applyDefaults(cfg *Config) error {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.RerunDelay <= 0 {
+		cfg.RerunDelay = DefaultRerunDelay
+	}
 	return nil
 }
 
 // defaultID is the host name plus a random suffix, so two executors started
-// on one host (or a restarted pod) never share an id.
+// on one host (or a restarted pod) never share an id. An executor keeps one
+// across restarts through a StateDir.
 func defaultID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {

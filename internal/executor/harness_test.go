@@ -28,6 +28,8 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
+	"github.com/indexify-go/indexify/internal/retry"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -163,7 +165,7 @@ func (s *testStream) push(t *testing.T, resp *pb.HeartbeatResponse) {
 // upload is one result upload received by the test API server.
 type upload struct {
 	executor, task string
-	result         *TaskResult
+	result         *wire.TaskResult
 	parseErr       error
 	files          map[int][]byte
 	mimes          map[int]string
@@ -223,9 +225,9 @@ func startAPI(t *testing.T) *testAPI {
 		if err := r.ParseMultipartForm(32 << 20); err != nil {
 			u.parseErr = err
 		} else {
-			u.result, u.parseErr = ParseTaskResult([]byte(r.FormValue(ResultField)))
+			u.result, u.parseErr = wire.ParseTaskResult([]byte(r.FormValue(wire.ResultField)))
 			for name, fhs := range r.MultipartForm.File {
-				i, ok := ParseContentPartName(name)
+				i, ok := wire.ParseContentPartName(name)
 				if !ok || len(fhs) != 1 {
 					u.parseErr = fmt.Errorf("unexpected part %q", name)
 					continue
@@ -316,12 +318,8 @@ func (a *testAPI) waitUpload(t *testing.T, task string, n int) upload {
 // synchronisation).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !retry.PollUntil(30*time.Second, 5*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

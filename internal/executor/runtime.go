@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/indexify-go/indexify/internal/retry"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -38,7 +39,17 @@ type taskEntry struct {
 	running   bool
 	cancelled bool     // the coordinator took the task away: do not upload
 	next      *pb.Task // a newer assignment that arrived while running
+	// A run whose result never got through (the API server or a store
+	// down longer than the upload's tries) waits here to run again: the
+	// task is still assigned to us, and the coordinator pushes it only
+	// once. gaveUp counts such runs (the wait doubles with each).
+	later  *time.Timer
+	gaveUp int
 }
+
+// maxRerunDelay caps the wait before a task whose result upload gave up
+// runs again (Config.RerunDelay doubles up to it).
+const maxRerunDelay = time.Minute
 
 // Run registers with the coordinators and processes tasks until ctx is done.
 // It reconnects with capped exponential backoff whenever the heartbeat
@@ -94,10 +105,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		// Jitter spreads the reconnects of many executors after a
 		// coordinator dies.
 		delay := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
+		retry.Sleep(ctx, delay) // a cancelled ctx ends the loop at its top
 		backoff = min(backoff*2, e.cfg.MaxReconnectBackoff)
 	}
 
@@ -105,6 +113,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.mu.Lock()
 	for _, t := range e.tasks {
 		t.cancel()
+		if t.later != nil {
+			t.later.Stop()
+		}
 	}
 	e.mu.Unlock()
 	wg.Wait()
@@ -216,6 +227,14 @@ func (e *Executor) enqueue(t *pb.Task) {
 	}
 	k := keyOf(t)
 	if cur, ok := e.tasks[t.GetId()]; ok {
+		if cur.later != nil {
+			// Waiting to run again after a failed upload: a push (the
+			// same assignment after a reconnect, or a newer one) runs
+			// it now.
+			cur.task = t
+			e.requeue(cur)
+			return
+		}
 		switch {
 		case keyOf(cur.task) == k && !cur.cancelled:
 			e.log.Debug("task already queued or running", "task", t.GetId())
@@ -263,6 +282,10 @@ func (e *Executor) cancelTask(id string) {
 	ent.cancelled = true
 	ent.next = nil // the cancellation is newer than any push before it
 	ent.cancel()
+	if ent.later != nil {
+		ent.later.Stop()
+		ent.later = nil
+	}
 	if !ent.running {
 		delete(e.tasks, id)
 		for i, q := range e.queue {
@@ -319,12 +342,17 @@ func (e *Executor) worker(ctx context.Context) {
 
 // finish forgets a task and remembers its assignment as done when the
 // coordinator has its result (or refused it for good), so a duplicate push
-// is not run again. A task whose upload gave up is not remembered: a later
-// push (after a reconnect) runs it again.
+// is not run again. A task whose upload gave up is not remembered: it runs
+// again after a wait (rerunLater), or at once when pushed again.
 func (e *Executor) finish(ent *taskEntry, o finalOutcome) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	id := ent.task.GetId()
+	if o == uploadGaveUp && ent.next == nil && !ent.cancelled && e.running {
+		e.stats.Dropped++
+		e.rerunLater(ent)
+		return
+	}
 	delete(e.tasks, id)
 	switch o {
 	case uploadedSuccess:
@@ -356,4 +384,40 @@ func (e *Executor) remember(k taskKey) {
 		e.order[0] = taskKey{}
 		e.order = e.order[1:]
 	}
+}
+
+// rerunLater keeps a task whose result upload gave up and runs it again
+// after a wait that doubles with each such run; e.mu must be held. Without
+// it the task would stay assigned to this executor with nobody working on
+// it: the coordinator pushes a task once, and a healthy heartbeat stream is
+// never re-opened to push it again.
+func (e *Executor) rerunLater(ent *taskEntry) {
+	ent.running = false
+	ent.gaveUp++
+	delay := e.cfg.RerunDelay
+	for i := 1; i < ent.gaveUp && delay < maxRerunDelay; i++ {
+		delay *= 2
+	}
+	delay = min(delay, max(maxRerunDelay, e.cfg.RerunDelay))
+	e.log.Warn("the task's result could not be delivered; running it again later",
+		"task", ent.task.GetId(), "in", delay, "runs_given_up", ent.gaveUp)
+	var timer *time.Timer
+	timer = time.AfterFunc(delay, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if ent.later == timer && e.tasks[ent.task.GetId()] == ent {
+			e.requeue(ent)
+		}
+	})
+	ent.later = timer
+}
+
+// requeue puts a waiting entry back in the queue with a fresh context;
+// e.mu must be held.
+func (e *Executor) requeue(ent *taskEntry) {
+	ent.later.Stop()
+	ent.later = nil
+	ent.ctx, ent.cancel = context.WithCancel(context.Background())
+	e.queue = append(e.queue, ent)
+	e.signal()
 }

@@ -18,7 +18,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/indexify-go/indexify/internal/embed"
 	"github.com/indexify-go/indexify/internal/executor/extractors"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -65,7 +67,7 @@ printf '{"content":[{"text":"%s","mime_type":"text/x-echo","labels":{"from":"ech
 		names = append(names, d.GetName())
 	}
 	slices.Sort(names)
-	if want := []string{extractors.ChunkerName, extractors.AttributesName, "test/echo", "test/fail"}; !slices.Equal(names, slices.Sorted(slices.Values(want))) {
+	if want := []string{extractors.ChunkerName, extractors.AttributesName, extractors.PDFName, embed.LexicalExtractor, embed.OpenAIExtractor, "test/echo", "test/fail"}; !slices.Equal(names, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("registered extractors %v", names)
 	}
 
@@ -81,7 +83,7 @@ printf '{"content":[{"text":"%s","mime_type":"text/x-echo","labels":{"from":"ech
 	}})
 
 	u := api.waitUpload(t, "t-chunk", 1)
-	if u.executor != "exec-1" || u.result.Outcome != OutcomeSuccess || len(u.result.Content) != 3 {
+	if u.executor != "exec-1" || u.result.Outcome != wire.OutcomeSuccess || len(u.result.Content) != 3 {
 		t.Fatalf("chunk upload %+v", u.result)
 	}
 	for i, want := range []string{"abcd", "efgh", "ij"} {
@@ -95,7 +97,7 @@ printf '{"content":[{"text":"%s","mime_type":"text/x-echo","labels":{"from":"ech
 	}
 
 	u = api.waitUpload(t, "t-attr", 1)
-	if u.result.Outcome != OutcomeSuccess || len(u.result.Features) != 1 || u.result.Features[0].Name != "metadata" {
+	if u.result.Outcome != wire.OutcomeSuccess || len(u.result.Features) != 1 || u.result.Features[0].Name != "metadata" {
 		t.Fatalf("attributes upload %+v", u.result)
 	}
 	var attrs extractors.ContentAttributes
@@ -104,7 +106,7 @@ printf '{"content":[{"text":"%s","mime_type":"text/x-echo","labels":{"from":"ech
 	}
 
 	u = api.waitUpload(t, "t-echo", 1)
-	if u.result.Outcome != OutcomeSuccess || len(u.result.Content) != 1 || string(u.files[0]) != "hi" || string(u.result.Content[0].Labels["params"]) != `{"x":1}` ||
+	if u.result.Outcome != wire.OutcomeSuccess || len(u.result.Content) != 1 || string(u.files[0]) != "hi" || string(u.result.Content[0].Labels["params"]) != `{"x":1}` ||
 		u.result.Content[0].MimeType != "text/x-echo" || u.mimes[0] != "text/x-echo" || string(u.result.Content[0].Labels["from"]) != `"echo"` {
 		t.Fatalf("echo upload %+v files %v", u.result, u.files)
 	}
@@ -115,7 +117,7 @@ printf '{"content":[{"text":"%s","mime_type":"text/x-echo","labels":{"from":"ech
 		"t-missing": {"download content", "404", "content not found"},
 	} {
 		u := api.waitUpload(t, task, 1)
-		if u.result.Outcome != OutcomeFailed || len(u.files) != 0 {
+		if u.result.Outcome != wire.OutcomeFailed || len(u.files) != 0 {
 			t.Errorf("%s: %+v", task, u.result)
 		}
 		for _, w := range want {
@@ -241,7 +243,7 @@ func TestExecutorDedupesAndCancels(t *testing.T) {
 	t1again := task("T1", "test/slow", "c1", 2, "")
 	t1again.Attempts = 1
 	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{t1again}})
-	if u := api.waitUpload(t, "T1", 1); u.result.Outcome != OutcomeSuccess || string(u.result.Features[0].Value) != `"T1"` {
+	if u := api.waitUpload(t, "T1", 1); u.result.Outcome != wire.OutcomeSuccess || string(u.result.Features[0].Value) != `"T1"` {
 		t.Fatalf("T1 upload %+v", u.result)
 	}
 	// The same assignment pushed again after it finished (as after a
@@ -310,11 +312,11 @@ func TestExecutorReconnectsToAnotherCoordinator(t *testing.T) {
 		t.Fatal("first message lacks the registration")
 	}
 	s := other.nextStream(t)
-	if reg := s.first.GetExecutor(); reg.GetId() != "exec-1" || len(reg.GetExtractors()) != 2 {
+	if reg := s.first.GetExecutor(); reg.GetId() != "exec-1" || len(reg.GetExtractors()) != len(Builtins()) {
 		t.Fatalf("re-registration on %s: %v", s.coord, s.first)
 	}
 	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{task("t1", extractors.AttributesName, "c1", 1, "")}})
-	if u := api.waitUpload(t, "t1", 1); u.result.Outcome != OutcomeSuccess {
+	if u := api.waitUpload(t, "t1", 1); u.result.Outcome != wire.OutcomeSuccess {
 		t.Fatalf("upload %+v", u.result)
 	}
 
@@ -335,7 +337,7 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 	api := startAPI(t)
 	api.put("ns", "c1", 1, "some text")
 	ex := startExecutor(t, Config{ID: "exec-1", APIServer: api.URL, Concurrency: 1, HeartbeatInterval: time.Hour,
-		HTTPAttempts: 3, HTTPBackoff: time.Millisecond, Extractors: Builtins()}, dialCoordinators(t, coord))
+		HTTPAttempts: 3, HTTPBackoff: time.Millisecond, RerunDelay: time.Hour, Extractors: Builtins()}, dialCoordinators(t, coord))
 	s := coord.nextStream(t)
 
 	api.put("ns", "c9", 1, "flaky")
@@ -352,14 +354,14 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 		task("t-dl", extractors.AttributesName, "c9", 1, ""),
 	}})
 	// Downloads are retried on 5xx as well.
-	if u := api.waitUpload(t, "t-dl", 1); u.result.Outcome != OutcomeSuccess || !strings.Contains(string(u.result.Features[0].Value), `"bytes":5`) {
+	if u := api.waitUpload(t, "t-dl", 1); u.result.Outcome != wire.OutcomeSuccess || !strings.Contains(string(u.result.Features[0].Value), `"bytes":5`) {
 		t.Fatalf("t-dl %+v", u.result)
 	}
 	if n := api.downloadsOf("ns/c9@1"); n != 3 {
 		t.Errorf("c9 downloaded %d times, want 3", n)
 	}
 	// 5xx answers are retried until accepted.
-	if u := api.waitUpload(t, "t-retry", 1); u.result.Outcome != OutcomeSuccess {
+	if u := api.waitUpload(t, "t-retry", 1); u.result.Outcome != wire.OutcomeSuccess {
 		t.Fatalf("t-retry %+v", u.result)
 	}
 	if n := api.attemptsFor("t-retry"); n != 3 {
@@ -367,11 +369,13 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 	}
 	// A rejected success is replaced by a failure report so the task ends.
 	u := api.waitUpload(t, "t-400", 1)
-	if u.result.Outcome != OutcomeFailed || !strings.Contains(u.result.Error, "rejected the result") || !strings.Contains(u.result.Error, "scripted 400") {
+	if u.result.Outcome != wire.OutcomeFailed || !strings.Contains(u.result.Error, "rejected the result") || !strings.Contains(u.result.Error, "scripted 400") {
 		t.Fatalf("t-400 %+v", u.result)
 	}
-	eventually(t, "all tasks finished", func() bool { return ex.Pending() == 0 })
-	// 409: reassigned, dropped after one try. Exhausted retries: dropped
+	// Every task finished but t-down, which waits to run again (an hour
+	// here).
+	eventually(t, "all tasks but t-down finished", func() bool { return ex.Pending() == 1 })
+	// 409: reassigned, dropped after one try. Exhausted retries: given up
 	// after HTTPAttempts tries.
 	if n := api.attemptsFor("t-409"); n != 1 || len(api.uploadsFor("t-409")) != 0 {
 		t.Errorf("t-409: %d attempts", n)
@@ -383,16 +387,16 @@ func TestExecutorUploadRetriesAndRejections(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// A result that never got through is not remembered as done: the same
-	// assignment pushed again (after a reconnect) runs again. The 409 one
-	// is remembered and not run again; t-mark, queued last, shows the
-	// pushes were handled.
+	// assignment pushed again (after a reconnect) runs again at once. The
+	// 409 one is remembered and not run again; t-mark, queued last, shows
+	// the pushes were handled.
 	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{
 		task("t-409", extractors.AttributesName, "c1", 1, ""),
 		task("t-down", extractors.AttributesName, "c1", 1, ""),
 		task("t-mark", extractors.AttributesName, "c1", 1, ""),
 	}})
 	api.waitUpload(t, "t-mark", 1)
-	if u := api.waitUpload(t, "t-down", 1); u.result.Outcome != OutcomeSuccess {
+	if u := api.waitUpload(t, "t-down", 1); u.result.Outcome != wire.OutcomeSuccess {
 		t.Fatalf("t-down retry %+v", u.result)
 	}
 	if n := api.attemptsFor("t-409"); n != 1 {
@@ -472,7 +476,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	if ex.cfg.MaxPendingTasks != 20 || ex.cfg.Concurrency < 1 || ex.cfg.HeartbeatInterval != 5*time.Second {
 		t.Errorf("defaults %+v", ex.cfg)
 	}
-	if ex.Registration().GetMaxPendingTasks() != 20 || len(ex.Registration().GetExtractors()) != 2 {
+	if ex.Registration().GetMaxPendingTasks() != 20 || len(ex.Registration().GetExtractors()) != len(Builtins()) {
 		t.Errorf("registration %v", ex.Registration())
 	}
 	if other, _ := New(good, conn); other.ID() == ex.ID() {
@@ -492,5 +496,48 @@ func TestExecutorStopsWhenRegistrationIsRejected(t *testing.T) {
 	err = ex.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "extractor name not allowed") || ctx.Err() != nil {
 		t.Fatalf("Run = %v (ctx %v)", err, ctx.Err())
+	}
+}
+
+// A task whose result upload gave up (the API server answered 503 for
+// every try: a store down for longer) runs again by itself after
+// RerunDelay, without being pushed again: the coordinator pushes a task
+// once, so without the rerun it stayed assigned here with nobody working
+// on it (the e2e Weaviate-outage test saw it). A cancellation while it
+// waits ends it.
+func TestExecutorRerunsATaskWhoseUploadGaveUp(t *testing.T) {
+	coord := startCoordinator(t, "a")
+	api := startAPI(t)
+	api.put("ns", "c1", 1, "some text")
+	ex := startExecutor(t, Config{ID: "exec-1", APIServer: api.URL, Concurrency: 1, HeartbeatInterval: time.Hour,
+		HTTPAttempts: 2, HTTPBackoff: time.Millisecond, RerunDelay: 20 * time.Millisecond, Extractors: Builtins()},
+		dialCoordinators(t, coord))
+	s := coord.nextStream(t)
+
+	// Two runs give up (2 tries each), the third gets through.
+	api.scriptUpload("t-outage", 503, 503, 503, 503)
+	// Every run of t-gone is answered 503 until the coordinator cancels it.
+	api.scriptUpload("t-gone", 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503, 503)
+	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{
+		task("t-outage", extractors.AttributesName, "c1", 1, ""),
+		task("t-gone", extractors.AttributesName, "c1", 1, ""),
+	}})
+	if u := api.waitUpload(t, "t-outage", 1); u.result.Outcome != wire.OutcomeSuccess {
+		t.Fatalf("t-outage %+v", u.result)
+	}
+	if n := api.attemptsFor("t-outage"); n != 5 {
+		t.Errorf("t-outage: %d upload tries, want 5 (two runs of 2 given up, then accepted)", n)
+	}
+	eventually(t, "t-gone given up at least once", func() bool { return api.attemptsFor("t-gone") >= 2 })
+	s.push(t, &pb.HeartbeatResponse{CancelledTaskIds: []string{"t-gone"}})
+	eventually(t, "nothing pending after the cancellation", func() bool { return ex.Pending() == 0 })
+	n := api.attemptsFor("t-gone")
+	// A rerun that was due is not run after the cancellation: one more
+	// task pushed after it is handled, and t-gone's tries did not grow.
+	api.put("ns", "c2", 1, "more")
+	s.push(t, &pb.HeartbeatResponse{Tasks: []*pb.Task{task("t-mark", extractors.AttributesName, "c2", 1, "")}})
+	api.waitUpload(t, "t-mark", 1)
+	if got := api.attemptsFor("t-gone"); got > n+2 {
+		t.Errorf("t-gone ran again after its cancellation: %d tries, %d at the cancellation", got, n)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/indexify-go/indexify/internal/retry"
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -58,11 +60,11 @@ func (e *Executor) process(ent *taskEntry) finalOutcome {
 		log.Info("task abandoned", "cancelled", ent.cancelled)
 		return abandoned
 	}
-	if res.Outcome == OutcomeFailed {
+	if res.Outcome == wire.OutcomeFailed {
 		log.Warn("task failed", "err", res.Error)
 	}
 	st, err := e.upload(ctx, t, res, files)
-	if st == uploadInvalid && res.Outcome == OutcomeSuccess {
+	if st == uploadInvalid && res.Outcome == wire.OutcomeSuccess {
 		// The server refuses what the extractor produced (too large,
 		// malformed). Reporting a failure lets the task finish instead
 		// of hanging on this executor.
@@ -76,7 +78,7 @@ func (e *Executor) process(ent *taskEntry) finalOutcome {
 		return abandoned
 	case st == uploadOK:
 		log.Info("task done", "outcome", res.Outcome, "children", len(res.Content), "took", time.Since(start).Round(time.Millisecond))
-		if res.Outcome == OutcomeSuccess {
+		if res.Outcome == wire.OutcomeSuccess {
 			return uploadedSuccess
 		}
 		return uploadedFailed
@@ -92,7 +94,7 @@ func (e *Executor) process(ent *taskEntry) finalOutcome {
 // execute downloads the content and runs the extractor. Every problem
 // becomes a failed result (the coordinator decides about retries); it
 // returns a nil result only when ctx ended.
-func (e *Executor) execute(ctx context.Context, t *pb.Task) (*TaskResult, []childFile) {
+func (e *Executor) execute(ctx context.Context, t *pb.Task) (*wire.TaskResult, []childFile) {
 	x, ok := e.extractors[t.GetExtractor()]
 	if !ok {
 		return failed(fmt.Sprintf("extractor %q is not offered by executor %s", t.GetExtractor(), e.cfg.ID)), nil
@@ -126,18 +128,18 @@ func runExtractor(ctx context.Context, x Extractor, in Input) (out *Output, err 
 	return x.Extract(ctx, in)
 }
 
-func failed(msg string) *TaskResult {
+func failed(msg string) *wire.TaskResult {
 	if len(msg) > maxErrorLen {
 		msg = msg[:maxErrorLen]
 		for len(msg) > 0 && !utf8.ValidString(msg) {
 			msg = msg[:len(msg)-1]
 		}
 	}
-	return &TaskResult{Outcome: OutcomeFailed, Error: msg}
+	return &wire.TaskResult{Outcome: wire.OutcomeFailed, Error: msg}
 }
 
-func buildResult(out *Output) (*TaskResult, []childFile) {
-	res := &TaskResult{Outcome: OutcomeSuccess}
+func buildResult(out *Output) (*wire.TaskResult, []childFile) {
+	res := &wire.TaskResult{Outcome: wire.OutcomeSuccess}
 	if out == nil {
 		return res, nil
 	}
@@ -148,7 +150,7 @@ func buildResult(out *Output) (*TaskResult, []childFile) {
 		if mime == "" {
 			mime = "application/octet-stream"
 		}
-		res.Content = append(res.Content, ResultContent{
+		res.Content = append(res.Content, wire.ResultContent{
 			Index:    i,
 			MimeType: mime,
 			Labels:   c.Labels,
@@ -159,11 +161,11 @@ func buildResult(out *Output) (*TaskResult, []childFile) {
 	return res, files
 }
 
-func featuresFromProto(fs []*pb.Feature) []ResultFeature {
-	var out []ResultFeature
+func featuresFromProto(fs []*pb.Feature) []wire.ResultFeature {
+	var out []wire.ResultFeature
 	for _, f := range fs {
 		if f != nil {
-			out = append(out, FeatureFromProto(f))
+			out = append(out, wire.FeatureFromProto(f))
 		}
 	}
 	return out
@@ -214,12 +216,12 @@ func (e *Executor) download(ctx context.Context, t *pb.Task) ([]byte, string, er
 }
 
 // upload posts the result; see result.go for the protocol.
-func (e *Executor) upload(ctx context.Context, t *pb.Task, res *TaskResult, files []childFile) (uploadStatus, error) {
+func (e *Executor) upload(ctx context.Context, t *pb.Task, res *wire.TaskResult, files []childFile) (uploadStatus, error) {
 	body, ctype, err := encodeResult(res, files)
 	if err != nil {
 		return uploadInvalid, err
 	}
-	u := e.api + ResultPath(e.cfg.ID, t.GetId())
+	u := e.api + wire.ResultPath(e.cfg.ID, t.GetId())
 	st := uploadFailed
 	err = e.retry(ctx, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
@@ -252,18 +254,18 @@ func (e *Executor) upload(ctx context.Context, t *pb.Task, res *TaskResult, file
 
 // encodeResult builds the multipart body once, so retries resend the same
 // bytes.
-func encodeResult(res *TaskResult, files []childFile) ([]byte, string, error) {
+func encodeResult(res *wire.TaskResult, files []childFile) ([]byte, string, error) {
 	j, err := json.Marshal(res)
 	if err != nil {
 		return nil, "", err
 	}
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
-	if err := mw.WriteField(ResultField, string(j)); err != nil {
+	if err := mw.WriteField(wire.ResultField, string(j)); err != nil {
 		return nil, "", err
 	}
 	for i, f := range files {
-		name := ContentPartName(i)
+		name := wire.ContentPartName(i)
 		h := textproto.MIMEHeader{}
 		h.Set("Content-Disposition", `form-data; name="`+name+`"; filename="`+name+`"`)
 		h.Set("Content-Type", headerSafe(f.mime))
@@ -310,11 +312,12 @@ func (e *Executor) retry(ctx context.Context, try func(context.Context) (done bo
 		if attempt >= e.cfg.HTTPAttempts {
 			return fmt.Errorf("gave up after %d tries: %w", attempt, last)
 		}
-		e.log.Debug("HTTP request failed; retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
+		// Warn on every failed try: a task that cannot reach the API
+		// server is otherwise silent for minutes (10 tries, each up to
+		// RequestTimeout), and the operator needs to see why.
+		e.log.Warn("request to the API server failed; retrying", "err", err, "try", attempt, "of", e.cfg.HTTPAttempts, "in", backoff)
+		if !retry.Sleep(ctx, backoff) {
 			return ctx.Err()
-		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, maxHTTPBackoff)
 	}

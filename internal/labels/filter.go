@@ -10,6 +10,7 @@ package labels
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -51,8 +52,27 @@ type Filter struct {
 // Empty reports whether the filter has no expressions (matches everything).
 func (f Filter) Empty() bool { return len(f.Exprs) == 0 }
 
-// Parse parses expressions; all must hold for Match to be true.
+// Parse parses expressions; all must hold for Match to be true. A value
+// written as a number must be a finite float64 (see Number): `n>1e999`
+// would otherwise silently compare as text.
 func Parse(exprs []string) (Filter, error) {
+	f, err := ParseSyntax(exprs)
+	if err != nil {
+		return Filter{}, err
+	}
+	for _, e := range f.Exprs {
+		if err := checkNumber(e.Value); err != nil {
+			return Filter{}, fmt.Errorf("label filter %q: %v", e.String(), err)
+		}
+	}
+	return f, nil
+}
+
+// ParseSyntax is Parse without the numeric range rule: the syntax only.
+// It is what the coordinator accepted before the rule existed, kept for
+// replaying old log entries and evaluating filters stored then; new input
+// goes through Parse.
+func ParseSyntax(exprs []string) (Filter, error) {
 	var f Filter
 	for _, s := range exprs {
 		e, err := ParseExpr(s)
@@ -121,7 +141,7 @@ func (e Expr) Match(labels map[string]string) bool {
 	}
 	lnum, lIsNum, ltext := decode(raw)
 	if lIsNum {
-		if enum, err := strconv.ParseFloat(e.Value, 64); err == nil {
+		if enum, ok := Number(e.Value); ok {
 			return cmpResult(e.Op, cmpFloat(lnum, enum))
 		}
 	}
@@ -141,8 +161,11 @@ func decode(raw string) (float64, bool, string) {
 	}
 	switch x := v.(type) {
 	case json.Number:
-		f, err := x.Float64()
-		if err != nil {
+		// Labels stored before values had to be finite may hold 1e400:
+		// it compares as +Inf, which orders it right against any filter
+		// number (filter numbers themselves are finite, see Parse).
+		f, err := strconv.ParseFloat(x.String(), 64)
+		if math.IsNaN(f) || (err != nil && !math.IsInf(f, 0)) {
 			return 0, false, x.String()
 		}
 		return f, true, x.String()

@@ -11,7 +11,7 @@ import (
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"lang=en", "size>3\nsize<=10", `name="x=y"`, "a!=b", "k=", "=v", "a==b", "x>=1e309",
-		"n<-0", `k={"a":1}`, "k=[1,2]", "k=true", "é=ü", "a=b\nc=d\ne>1", "<>", "k>>1", "\x00=\x00",
+		"n<-0", "n>1e999", "b<-1e400", "n>inf", "n=NaN", "n>+5", "n>0x10", `k={"a":1}`, "k=[1,2]", "k=true", "é=ü", "a=b\nc=d\ne>1", "<>", "k>>1", "\x00=\x00",
 	} {
 		f.Add(s, `{"lang":"\"en\"","size":"5","name":"\"x=y\""}`)
 	}

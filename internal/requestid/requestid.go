@@ -26,9 +26,13 @@ const maxLen = 128
 
 type ctxKey struct{}
 
-// New returns a fresh random id (16 hex characters: unique enough to grep).
+// New returns a fresh random id: 128 random bits as 32 hex characters.
+// It is the one generator of request ids, both the ones that follow a
+// request through the logs and the idempotency keys of writes (a command's
+// request_id, which the state machine deduplicates on), so it is long
+// enough never to collide.
 func New() string {
-	var b [8]byte
+	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }

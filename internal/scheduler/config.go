@@ -7,7 +7,11 @@
 // decides when to plan and proposes the result through an Applier.
 package scheduler
 
-import "time"
+import (
+	"time"
+
+	"github.com/indexify-go/indexify/internal/state"
+)
 
 // Defaults used when a Config field is zero.
 const (
@@ -32,6 +36,10 @@ type Config struct {
 	// BatchChanges caps the state changes one pass processes, which bounds
 	// the size of one Raft entry.
 	BatchChanges int
+	// MaxUnfinishedTasks bounds a namespace's unfinished tasks: at the
+	// bound, its content changes wait unplanned until tasks finish (Plan).
+	// Zero means state.DefaultMaxUnfinishedTasks.
+	MaxUnfinishedTasks int
 	// Now is the clock (tests inject one); nil means time.Now.
 	Now func() time.Time
 }
@@ -45,6 +53,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExecutorTimeout <= 0 {
 		c.ExecutorTimeout = DefaultExecutorTimeout
+	}
+	if c.MaxUnfinishedTasks <= 0 {
+		c.MaxUnfinishedTasks = state.DefaultMaxUnfinishedTasks
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -74,7 +74,11 @@ func (p *planner) fromOldVersion(child, latest *pb.Content) bool {
 // done.
 func (p *planner) tasksDone(c *pb.Content) bool {
 	ns := c.GetNamespace()
-	if p.unplanned[ns+"/"+c.GetId()] > 0 {
+	// A content change of this batch not planned (or held back), or one
+	// outside this batch (held back, or beyond BatchChanges), may still
+	// make tasks.
+	key := ns + "/" + c.GetId()
+	if p.unplanned[key] > 0 || p.s.PendingContentChanges(ns, c.GetId()) > p.inBatch[key] {
 		return false
 	}
 	for _, t := range p.byContent[ns+"/"+c.GetId()] {

@@ -29,6 +29,12 @@ func hashID(s string) string {
 // one command carrying every decision, or nil when there is nothing to do.
 // Plan only reads the store; calling it twice on the same state yields equal
 // commands.
+//
+// A namespace with cfg.MaxUnfinishedTasks unfinished tasks gets no new
+// ones: its content changes stay unprocessed (so its content is not done
+// yet) and are planned, in order, as its tasks finish; other namespaces'
+// changes are planned past them. One content change may take a namespace
+// over the bound by the tasks it makes (its policies and links).
 func Plan(s *state.Store, now time.Time, cfg Config) *pb.SchedulerUpdateCmd {
 	cfg = cfg.withDefaults()
 	p := &planner{
@@ -41,15 +47,29 @@ func Plan(s *state.Store, now time.Time, cfg Config) *pb.SchedulerUpdateCmd {
 		tombstoned:  map[string]bool{},
 		filterCache: map[string]filterEntry{},
 		unplanned:   map[string]int{},
+		inBatch:     map[string]int{},
+		budget:      map[string]int{},
+		maxTasks:    cfg.MaxUnfinishedTasks,
 	}
-	changes := s.UnprocessedChanges(cfg.BatchChanges)
+	deferred := map[string]bool{}
+	for ns, n := range s.UnfinishedTasksByNamespace() {
+		p.budget[ns] = cfg.MaxUnfinishedTasks - n
+		if n >= cfg.MaxUnfinishedTasks {
+			deferred[ns] = true
+		}
+	}
+	changes := s.UnprocessedChangesExcept(cfg.BatchChanges, deferred)
 	for _, ch := range changes {
 		if state.IsContentChange(ch.GetType()) {
 			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]++
+			p.inBatch[ch.GetNamespace()+"/"+ch.GetObjectId()]++
 		}
 	}
 	for _, ch := range changes {
 		if state.IsContentChange(ch.GetType()) {
+			if p.budgetLeft(ch.GetNamespace()) <= 0 {
+				continue // held back: stays unprocessed (and unplanned)
+			}
 			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]--
 		}
 		p.process(ch)
@@ -72,14 +92,29 @@ type planner struct {
 	nowMs int64
 	cmd   *pb.SchedulerUpdateCmd
 	// unplanned counts, per "ns/content_id", the content changes of this
-	// batch not processed yet: such content may still get tasks.
+	// batch not processed yet (or held back): such content may still get
+	// tasks. inBatch counts all of this batch's content changes, so that
+	// changes outside the batch are told apart (tasksDone).
 	unplanned map[string]int
+	inBatch   map[string]int
+	// budget is, per namespace with unfinished or new tasks, how many more
+	// tasks this pass may create (maxTasks minus unfinished minus new).
+	budget   map[string]int
+	maxTasks int
 
 	newTasks    map[string]*pb.Task   // by task id
 	byContent   map[string][]*pb.Task // new tasks by "ns/content_id"
 	gcIDs       map[string]bool
 	tombstoned  map[string]bool // state.VersionRef
 	filterCache map[string]filterEntry
+}
+
+// budgetLeft is how many more tasks this pass may create in namespace ns.
+func (p *planner) budgetLeft(ns string) int {
+	if b, ok := p.budget[ns]; ok {
+		return b
+	}
+	return p.maxTasks
 }
 
 type filterEntry struct {
@@ -220,6 +255,7 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 		CreatedAt:       p.nowMs,
 	}
 	p.newTasks[id] = t
+	p.budget[ns] = p.budgetLeft(ns) - 1
 	key := ns + "/" + c.GetId()
 	p.byContent[key] = append(p.byContent[key], t)
 	p.cmd.NewTasks = append(p.cmd.NewTasks, t)
@@ -228,11 +264,14 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 // filterMatches evaluates the policy's label filter (parsed once per pass).
 // A filter that does not parse (validation should have rejected it) matches
 // nothing rather than everything, so a bad filter never floods executors.
+// Stored filters passed the FSM's rules of their time, so only the syntax
+// is required (a filter stored before out-of-range numbers were refused
+// keeps working as it did).
 func (p *planner) filterMatches(ns, graph string, pol *pb.ExtractionPolicy, lbls map[string]string) bool {
 	key := ns + "/" + graph + "/" + pol.GetName()
 	e, ok := p.filterCache[key]
 	if !ok {
-		e.f, e.err = labels.Parse(pol.GetFilter())
+		e.f, e.err = labels.ParseSyntax(pol.GetFilter())
 		p.filterCache[key] = e
 	}
 	return e.err == nil && e.f.Match(lbls)

@@ -66,6 +66,12 @@ type data struct {
 	requestOrder []string // FIFO of remembered request ids
 
 	extractors map[string]*pb.ExtractorDescription // derived from executors
+
+	// Task writes of the batch being applied, for the store's observers
+	// (observe.go); recorded only when there are observers. Not state:
+	// never in a snapshot, never read by a command.
+	recordTasks bool
+	taskChanges []TaskChange
 }
 
 func newData() *data {
@@ -375,7 +381,9 @@ func (d *data) indexTask(t *pb.Task) {
 // putTask inserts or replaces a task (a new message; the old one stays
 // untouched for readers that hold it).
 func (d *data) putTask(t *pb.Task) {
-	if prev := d.tasks[t.Id]; prev != nil {
+	prev := d.tasks[t.Id]
+	d.recordTask(prev, t)
+	if prev != nil {
 		d.unindexTask(prev)
 	} else {
 		k := ckey{t.Namespace, t.ContentId}
@@ -388,6 +396,7 @@ func (d *data) putTask(t *pb.Task) {
 // deleteTask removes a task from the task map and status indexes; the caller
 // fixes tasksByContent.
 func (d *data) deleteTask(t *pb.Task) {
+	d.recordTask(t, nil)
 	d.unindexTask(t)
 	delete(d.tasks, t.Id)
 }
@@ -493,7 +502,7 @@ func cloneTask(t *pb.Task) *pb.Task {
 		Content: t.Content, InputParamsJson: t.InputParamsJson, Outcome: t.Outcome,
 		CreatedAt: t.CreatedAt, Attempts: t.Attempts, NotBefore: t.NotBefore,
 		ExecutorId: t.ExecutorId, LastError: t.LastError, CompletedAt: t.CompletedAt,
-		AssignedIndex: t.AssignedIndex,
+		AssignedIndex: t.AssignedIndex, ResultDigest: t.ResultDigest,
 	}
 }
 

@@ -127,8 +127,9 @@ func (f *FSM) applyLocked(index uint64, cmd *pb.Command) *pb.CommandResult {
 }
 
 func (f *FSM) apply(d *data, index uint64, cmd *pb.Command) *pb.CommandResult {
-	op := &opCtx{f: f, d: d, ts: cmd.GetTimestamp(), index: index}
+	op := &opCtx{f: f, d: d, ts: cmd.GetTimestamp(), index: index, rules: cmd.GetRules()}
 	var refs []*pb.ContentRef
+	var noop bool
 	var err *Error
 	switch c := cmd.GetOp().(type) {
 	case *pb.Command_CreateNamespace:
@@ -155,6 +156,8 @@ func (f *FSM) apply(d *data, index uint64, cmd *pb.Command) *pb.CommandResult {
 		err = op.schedulerUpdate(c.SchedulerUpdate)
 	case *pb.Command_CompleteTask:
 		err = op.completeTask(c.CompleteTask)
+	case *pb.Command_CompleteTaskV2:
+		refs, noop, err = op.completeTaskV2(c.CompleteTaskV2)
 	case *pb.Command_AckGcTasks:
 		err = op.ackGC(c.AckGcTasks)
 	case *pb.Command_UpsertNode:
@@ -167,7 +170,7 @@ func (f *FSM) apply(d *data, index uint64, cmd *pb.Command) *pb.CommandResult {
 	if err != nil {
 		return &pb.CommandResult{ErrorCode: err.Code, Error: err.Msg}
 	}
-	return &pb.CommandResult{Contents: refs}
+	return &pb.CommandResult{Contents: refs, Noop: noop}
 }
 
 // ResultError converts a CommandResult into an error (nil when OK), so
@@ -189,7 +192,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore implements raft.FSM.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	return f.store.Restore(rc)
+	if err := f.store.Restore(rc); err != nil {
+		return err
+	}
+	f.warnReservedPoliciesInStore()
+	return nil
 }
 
 // EncodeCommand serialises a command for the Raft log.

@@ -495,6 +495,8 @@ func TestCloneTaskCopiesEveryField(t *testing.T) {
 			m.Set(fd, protoreflect.ValueOfUint64(7))
 		case protoreflect.Int64Kind:
 			m.Set(fd, protoreflect.ValueOfInt64(7))
+		case protoreflect.BytesKind:
+			m.Set(fd, protoreflect.ValueOfBytes([]byte("x")))
 		case protoreflect.EnumKind:
 			m.Set(fd, protoreflect.ValueOfEnum(1))
 		case protoreflect.MessageKind:

@@ -9,15 +9,16 @@ import (
 // harness applies commands to a fresh FSM with increasing indexes and
 // timestamps (the FSM only sees what the command carries).
 type harness struct {
-	t   *testing.T
-	fsm *FSM
-	idx uint64
-	ts  int64
+	t     *testing.T
+	fsm   *FSM
+	idx   uint64
+	ts    int64
+	rules uint32 // stamped on commands that carry none, as cluster.Node.Apply does
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return &harness{t: t, fsm: NewFSM(NewStore(), nil), ts: 1_000_000}
+	return &harness{t: t, fsm: NewFSM(NewStore(), nil), ts: 1_000_000, rules: CurrentRules}
 }
 
 func (h *harness) store() *Store { return h.fsm.Store() }
@@ -29,6 +30,9 @@ func (h *harness) apply(cmd *pb.Command) *pb.CommandResult {
 	h.ts += 1000
 	if cmd.Timestamp == 0 {
 		cmd.Timestamp = h.ts
+	}
+	if cmd.Rules == 0 {
+		cmd.Rules = h.rules
 	}
 	b, err := EncodeCommand(cmd)
 	if err != nil {

@@ -61,7 +61,7 @@ func (o *opCtx) createContent(c *pb.CreateContentCmd) ([]*pb.ContentRef, *Error)
 				return nil, Errorf(codeNotFound, "parent content %q not found", in.ParentId)
 			}
 		}
-		if err := validLabels(in.Labels); err != nil {
+		if err := validLabels(in.Labels, o.rules); err != nil {
 			return nil, Errorf(codeInvalid, "content %q: %v", in.Id, err)
 		}
 		if err := validFeatures(in.Features); err != nil {
@@ -69,11 +69,71 @@ func (o *opCtx) createContent(c *pb.CreateContentCmd) ([]*pb.ContentRef, *Error)
 		}
 		inBatch[ckey{ns, in.Id}] = true
 	}
+	if o.rules >= RulesBounded {
+		if err := o.checkLineage(c.Contents); err != nil {
+			return nil, err
+		}
+	}
 	refs := make([]*pb.ContentRef, 0, len(c.Contents))
 	for _, in := range c.Contents {
 		refs = append(refs, o.putNewContent(in))
 	}
 	return refs, nil
+}
+
+// checkLineage enforces the bounds on derived content (RulesBounded): no
+// chain of parents longer than MaxLineageDepth and no more than
+// MaxChildrenPerContent distinct children per parent, counting the batch.
+// A retried task writes the same child ids again, which adds nothing.
+func (o *opCtx) checkLineage(batch []*pb.Content) *Error {
+	d := o.d
+	inBatch := make(map[ckey]*pb.Content, len(batch))
+	perParent := map[ckey][]string{}
+	var parents []ckey
+	for _, in := range batch {
+		inBatch[ckey{in.Namespace, in.Id}] = in
+		if in.ParentId != "" {
+			pk := ckey{in.Namespace, in.ParentId}
+			if _, seen := perParent[pk]; !seen {
+				parents = append(parents, pk)
+			}
+			perParent[pk] = append(perParent[pk], in.Id)
+		}
+	}
+	parentOf := func(k ckey) string {
+		if c := inBatch[k]; c != nil {
+			return c.ParentId
+		}
+		if c := d.latest(k.ns, k.id); c != nil {
+			return c.ParentId
+		}
+		return ""
+	}
+	for _, in := range batch {
+		depth := 0
+		for cur := in.ParentId; cur != ""; cur = parentOf(ckey{in.Namespace, cur}) {
+			if depth++; depth > MaxLineageDepth {
+				return Errorf(codeInvalid, "content %q: derived content is limited to %d generations below an upload (a policy may be feeding on its own output)", in.Id, MaxLineageDepth)
+			}
+		}
+	}
+	for _, pk := range parents {
+		kids, existing := perParent[pk], d.children[pk]
+		if len(existing)+len(kids) <= MaxChildrenPerContent {
+			continue
+		}
+		all := make(map[string]bool, len(existing)+len(kids))
+		for _, id := range existing {
+			all[id] = true
+		}
+		for _, id := range kids {
+			all[id] = true
+		}
+		if len(all) > MaxChildrenPerContent {
+			return Errorf(codeInvalid, "content %q would have %d children; at most %d are allowed per content", pk.id, len(all), MaxChildrenPerContent)
+		}
+	}
+	return nil
 }
 
 // putNewContent applies one validated content entry.
@@ -138,7 +198,7 @@ func (o *opCtx) updateLabels(c *pb.UpdateLabelsCmd) *Error {
 	if cur == nil || cur.Tombstoned {
 		return Errorf(codeNotFound, "content %q not found in namespace %q", id, ns)
 	}
-	if err := validLabels(c.Labels); err != nil {
+	if err := validLabels(c.Labels, o.rules); err != nil {
 		return Errorf(codeInvalid, "%v", err)
 	}
 	nc := proto.Clone(cur).(*pb.Content)

@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/indexify-go/indexify/internal/labels"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -24,6 +23,7 @@ type opCtx struct {
 	d     *data
 	ts    int64
 	index uint64
+	rules uint32 // Command.rules: which validation rules apply (rules.go)
 }
 
 func hashHex(n int, parts ...string) string {
@@ -90,8 +90,8 @@ func (o *opCtx) requireNamespace(ns string) *Error {
 // normalizeGraph validates the graph's structure (names, sources, cycles)
 // and returns the canonical message the store keeps. It does not look at
 // extractors, so an identical re-create is recognised even when an
-// extractor went away meanwhile.
-func normalizeGraph(g *pb.ExtractionGraph, ts int64) (*pb.ExtractionGraph, *Error) {
+// extractor went away meanwhile. rules selects the validation (rules.go).
+func normalizeGraph(g *pb.ExtractionGraph, ts int64, rules uint32) (*pb.ExtractionGraph, *Error) {
 	if err := ValidName(g.GetName()); err != nil {
 		return nil, Errorf(codeInvalid, "extraction graph: %v", err)
 	}
@@ -111,13 +111,16 @@ func normalizeGraph(g *pb.ExtractionGraph, ts int64) (*pb.ExtractionGraph, *Erro
 		if err := ValidName(p.Name); err != nil {
 			return nil, Errorf(codeInvalid, "extraction policy: %v", err)
 		}
+		if rules >= RulesBounded && ReservedPolicyName(p.Name) {
+			return nil, Errorf(codeInvalid, "extraction policy name %q is reserved (content.source %q marks uploaded content; a policy of that name would run on its own output)", p.Name, SourceIngestion)
+		}
 		if _, dup := sources[p.Name]; dup {
 			return nil, Errorf(codeInvalid, "extraction policy %q appears twice", p.Name)
 		}
 		if p.Extractor == "" {
 			return nil, Errorf(codeInvalid, "extraction policy %q has no extractor", p.Name)
 		}
-		if _, err := labels.Parse(p.Filter); err != nil {
+		if err := parseFilter(p.Filter, rules); err != nil {
 			return nil, Errorf(codeInvalid, "extraction policy %q filter: %v", p.Name, err)
 		}
 		sources[p.Name] = p.ContentSource
@@ -159,7 +162,7 @@ func (o *opCtx) createGraph(c *pb.CreateExtractionGraphCmd) *Error {
 	if err := o.requireNamespace(g.Namespace); err != nil {
 		return err
 	}
-	norm, err := normalizeGraph(g, o.ts)
+	norm, err := normalizeGraph(g, o.ts, o.rules)
 	if err != nil {
 		return err
 	}
@@ -175,7 +178,7 @@ func (o *opCtx) createGraph(c *pb.CreateExtractionGraphCmd) *Error {
 		if !ok {
 			return Errorf(codeNotFound, "extraction policy %q: extractor %q not found (no executor offers it)", p.Name, p.Extractor)
 		}
-		if err := o.f.schemas.validateParams(x.InputParamsSchemaJson, p.InputParamsJson); err != nil {
+		if err := o.f.schemas.validateParams(x.InputParamsSchemaJson, p.InputParamsJson, o.rules); err != nil {
 			return Errorf(codeInvalid, "extraction policy %q: %v", p.Name, err)
 		}
 	}
@@ -185,6 +188,9 @@ func (o *opCtx) createGraph(c *pb.CreateExtractionGraphCmd) *Error {
 		o.d.graphs[g.Namespace] = m
 	}
 	m[g.Name] = norm
+	if o.rules < RulesBounded {
+		o.f.warnReservedPolicies(norm)
+	}
 	return nil
 }
 

@@ -183,9 +183,23 @@ func (o *opCtx) completeTask(c *pb.CompleteTaskCmd) *Error {
 	if t.ExecutorId == "" || t.ExecutorId != c.ExecutorId {
 		return Errorf(codeConflict, "task %q is assigned to executor %q, not %q", t.Id, t.ExecutorId, c.ExecutorId)
 	}
+	if len(c.Children) > 0 {
+		// Never written by any proposer: children came with complete_task_v2.
+		return Errorf(codeInvalid, "complete_task carries no children; use complete_task_v2")
+	}
 	if err := validFeatures(c.Features); err != nil {
 		return err
 	}
+	o.recordOutcome(t, c, nil)
+	return nil
+}
+
+// recordOutcome applies a validated completion to an unfinished task: a
+// failure with budget left goes back to pending with backoff; a final
+// outcome is recorded (with digest, if given) and, on success, the features
+// and the policy completion time are added to the task's input content.
+func (o *opCtx) recordOutcome(t *pb.Task, c *pb.CompleteTaskCmd, digest []byte) {
+	d := o.d
 	nt := cloneTask(t)
 	nt.Attempts++
 	if c.Outcome == pb.TaskOutcome_TASK_OUTCOME_FAILED {
@@ -195,7 +209,7 @@ func (o *opCtx) completeTask(c *pb.CompleteTaskCmd) *Error {
 			nt.ExecutorId = ""
 			nt.NotBefore = o.ts + retryDelay(c.BackoffMs, t.Attempts)
 			d.putTask(nt)
-			return nil
+			return
 		}
 		nt.Outcome = pb.TaskOutcome_TASK_OUTCOME_FAILED
 	} else {
@@ -223,9 +237,9 @@ func (o *opCtx) completeTask(c *pb.CompleteTaskCmd) *Error {
 		}
 	}
 	nt.CompletedAt = o.ts
+	nt.ResultDigest = digest
 	d.putTask(nt)
 	d.addChange(pb.ChangeType_CHANGE_TYPE_TASK_COMPLETED, t.Namespace, t.Id, nt.Outcome.String(), o.ts)
-	return nil
 }
 
 func (o *opCtx) upsertNode(c *pb.UpsertNodeCmd) *Error {

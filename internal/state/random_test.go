@@ -6,6 +6,8 @@ import (
 	"math/rand"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -89,6 +91,18 @@ func randomCommand(r *rand.Rand, s *Store) *pb.Command {
 		if r.Intn(2) == 0 {
 			out = pb.TaskOutcome_TASK_OUTCOME_FAILED
 		}
+		if r.Intn(2) == 0 {
+			// The atomic completion with children (sometimes a repeat or
+			// a forgery of an earlier result, as the universe is small).
+			cmd := completeCmd(t.Id, e, out, 2, 10, &pb.Feature{Name: "f", ValueJson: "1"})
+			c := cmd.GetCompleteTask()
+			if out == pb.TaskOutcome_TASK_OUTCOME_SUCCESS {
+				for i := r.Intn(3); i > 0; i-- {
+					c.Children = append(c.Children, child(pick("h1", "h2"), map[string]string{"k": fmt.Sprint(r.Intn(2))}))
+				}
+			}
+			return &pb.Command{Op: &pb.Command_CompleteTaskV2{CompleteTaskV2: c}}
+		}
 		return completeCmd(t.Id, e, out, 2, 10, &pb.Feature{Name: "f", ValueJson: "1"})
 	case 12:
 		var ids []string
@@ -165,6 +179,16 @@ func TestRandomHistoriesDeterministic(t *testing.T) {
 
 func FuzzApplyNeverPanics(f *testing.F) {
 	for _, c := range scenario() {
+		b, _ := EncodeCommand(c)
+		f.Add(b)
+		// The same under the current rules (RulesBounded checks).
+		c = proto.Clone(c).(*pb.Command)
+		c.Rules = CurrentRules
+		b, _ = EncodeCommand(c)
+		f.Add(b)
+	}
+	for _, c := range hostileCmds() {
+		c.Rules = CurrentRules
 		b, _ := EncodeCommand(c)
 		f.Add(b)
 	}

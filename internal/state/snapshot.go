@@ -258,7 +258,9 @@ func (s *Store) Restore(r io.Reader) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	d.recordTasks = s.d.recordTasks
 	s.d = d
+	s.tellObserversLocked(true)
 	s.notifyLocked()
 	return nil
 }

@@ -61,6 +61,9 @@ func scenario() []*pb.Command {
 	add(completeCmd(t1, "ex1", pb.TaskOutcome_TASK_OUTCOME_SUCCESS, 3, 100, &pb.Feature{Name: "f", ValueJson: "[1,2]", Embedding: true}))
 	add(completeCmd(tasks[2].Id, "ex2", pb.TaskOutcome_TASK_OUTCOME_FAILED, 3, 100))
 	add(completeCmd(tasks[4].Id, "ex2", pb.TaskOutcome_TASK_OUTCOME_FAILED, 1, 100))
+	// doc07 (ex1): the atomic completion, leaving a result digest.
+	add(&pb.Command{Op: &pb.Command_CompleteTaskV2{CompleteTaskV2: &pb.CompleteTaskCmd{TaskId: tasks[7].Id, ExecutorId: "ex1",
+		Outcome: pb.TaskOutcome_TASK_OUTCOME_SUCCESS, MaxAttempts: 3, Children: []*pb.Content{child("hv2", map[string]string{"n": "1"})}}}})
 	add(&pb.Command{Op: &pb.Command_UpdateLabels{UpdateLabels: &pb.UpdateLabelsCmd{Namespace: "ns", ContentId: "doc05", Labels: map[string]string{"x": "1"}}}})
 	add(&pb.Command{Op: &pb.Command_TombstoneContent{TombstoneContent: &pb.TombstoneContentCmd{Namespace: "ns", ContentIds: []string{"doc19"}}}})
 	add(&pb.Command{Op: &pb.Command_AckGcTasks{AckGcTasks: &pb.AckGCTasksCmd{Ids: []string{"gc1"}}}})

@@ -5,7 +5,10 @@ package state
 // messages (see api.go).
 
 import (
+	"cmp"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/indexify-go/indexify/internal/labels"
@@ -14,9 +17,10 @@ import (
 
 // Store is the in-memory, indexed coordinator state. Only the FSM writes it.
 type Store struct {
-	mu    sync.RWMutex
-	d     *data
-	watch chan struct{}
+	mu      sync.RWMutex
+	d       *data
+	watch   chan struct{}
+	taskObs []TaskObserver // see observe.go
 }
 
 // NewStore returns an empty store.
@@ -36,8 +40,10 @@ func (s *Store) Watch() <-chan struct{} {
 	return s.watch
 }
 
-// notifyLocked wakes every watcher; called with the write lock held.
+// notifyLocked tells the task observers what changed, then wakes every
+// watcher; called with the write lock held.
 func (s *Store) notifyLocked() {
+	s.tellObserversLocked(false)
 	close(s.watch)
 	s.watch = make(chan struct{})
 }
@@ -111,19 +117,28 @@ func (s *Store) Extractor(name string) (*pb.ExtractorDescription, bool) {
 	return x, ok
 }
 
+// ContentVersion returns one version of a content id, latest or
+// superseded. A superseded version already purged from the store is still
+// found while a task made for it holds its copy.
+func (s *Store) ContentVersion(ns, id string, version uint64) (*pb.Content, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c := s.d.version(ns, id, version); c != nil {
+		return c, true
+	}
+	for _, tid := range s.d.tasksByContent[ckey{ns, id}] {
+		if t := s.d.tasks[tid]; t != nil && t.ContentVersion == version && t.Content != nil {
+			return t.Content, true
+		}
+	}
+	return nil, false
+}
+
 // Content returns the latest version of a content id (tombstoned included).
 func (s *Store) Content(ns, id string) (*pb.Content, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	c := s.d.latest(ns, id)
-	return c, c != nil
-}
-
-// ContentVersion returns one version, latest or superseded.
-func (s *Store) ContentVersion(ns, id string, version uint64) (*pb.Content, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c := s.d.version(ns, id, version)
 	return c, c != nil
 }
 
@@ -398,6 +413,51 @@ func (s *Store) Analytics(ns, graph string) []*pb.PolicyAnalytics {
 	return out
 }
 
+// DefaultMaxUnfinishedTasks is the default bound on a namespace's
+// unfinished tasks (scheduler.Config.MaxUnfinishedTasks, and the
+// coordinator's admission of uploads). Not an FSM rule: the leader's
+// scheduler holds new tasks back and the coordinator refuses uploads while
+// a namespace is at the bound, so a burst of uploads whose extraction fans
+// out (a chunker making thousands of chunks, each with a task) cannot queue
+// an unbounded number of tasks. Equal to MaxChildrenPerContent, so one
+// content's whole fan-out fits.
+const DefaultMaxUnfinishedTasks = MaxChildrenPerContent
+
+// UnfinishedTasksByNamespace counts unfinished tasks (assigned or not) per
+// namespace, from the per-policy counters the FSM keeps for Analytics.
+func (s *Store) UnfinishedTasksByNamespace() map[string]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]int{}
+	for k, st := range s.d.stats {
+		if st.pending > 0 {
+			out[k.ns] += int(st.pending)
+		}
+	}
+	return out
+}
+
+// UnfinishedTasks counts the unfinished tasks of one namespace.
+func (s *Store) UnfinishedTasks(ns string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for k, st := range s.d.stats {
+		if k.ns == ns {
+			n += int(st.pending)
+		}
+	}
+	return n
+}
+
+// PendingContentChanges counts the unprocessed content changes of one
+// content id (what keeps ContentDone false until the scheduler planned it).
+func (s *Store) PendingContentChanges(ns, id string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.changedContent[ckey{ns, id}]
+}
+
 // PendingTasks returns unfinished, unassigned tasks (outcome UNKNOWN,
 // executor ""), oldest first (created_at, then id) so allocation is FIFO.
 func (s *Store) PendingTasks() []*pb.Task {
@@ -411,13 +471,15 @@ func (s *Store) PendingTasks() []*pb.Task {
 	return out
 }
 
-func sortTasks(ts []*pb.Task) {
-	sort.Slice(ts, func(i, j int) bool {
-		if ts[i].CreatedAt != ts[j].CreatedAt {
-			return ts[i].CreatedAt < ts[j].CreatedAt
-		}
-		return ts[i].Id < ts[j].Id
-	})
+func sortTasks(ts []*pb.Task) { slices.SortFunc(ts, TaskOrder) }
+
+// TaskOrder orders tasks oldest first (created_at, then id): the order of
+// allocation and of pushes to an executor.
+func TaskOrder(a, b *pb.Task) int {
+	if c := cmp.Compare(a.CreatedAt, b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Id, b.Id)
 }
 
 // TasksAssignedTo returns unfinished tasks assigned to an executor, oldest first.
@@ -465,12 +527,20 @@ func (s *Store) Executor(id string) (*pb.Executor, bool) {
 
 // UnprocessedChanges returns the oldest unprocessed state changes, in id order.
 func (s *Store) UnprocessedChanges(limit int) []*pb.StateChange {
+	return s.UnprocessedChangesExcept(limit, nil)
+}
+
+// UnprocessedChangesExcept is UnprocessedChanges leaving out the content
+// changes (IsContentChange) of the namespaces in deferred: the scheduler
+// holds those back while a namespace is at its bound on unfinished tasks,
+// and must still reach other namespaces' changes behind them.
+func (s *Store) UnprocessedChangesExcept(limit int, deferred map[string]bool) []*pb.StateChange {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*pb.StateChange
 	for _, id := range s.d.changeOrder {
 		c := s.d.changes[id]
-		if c == nil {
+		if c == nil || (len(deferred) > 0 && deferred[c.Namespace] && IsContentChange(c.Type)) {
 			continue
 		}
 		out = append(out, c)

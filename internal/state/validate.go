@@ -7,11 +7,16 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/indexify-go/indexify/internal/labels"
 
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -82,9 +87,14 @@ func ValidExtractorName(s string) error {
 	return nil
 }
 
-// validLabels requires non-empty keys and JSON values (the model stores label
-// values as JSON text; see internal/labels).
-func validLabels(m map[string]string) error {
+// validLabels checks labels by the rules of the command's version: since
+// RulesBounded the one label rule of internal/labels (also the API's);
+// before, non-empty keys and JSON values only (the model stores label
+// values as JSON text).
+func validLabels(m map[string]string, rules uint32) error {
+	if rules >= RulesBounded {
+		return labels.Validate(m)
+	}
 	for k, v := range m {
 		if k == "" {
 			return fmt.Errorf("label with empty key")
@@ -94,6 +104,18 @@ func validLabels(m map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// parseFilter checks label-filter expressions by the rules of the
+// command's version: labels.Parse since RulesBounded, the syntax only before.
+func parseFilter(exprs []string, rules uint32) error {
+	var err error
+	if rules >= RulesBounded {
+		_, err = labels.Parse(exprs)
+	} else {
+		_, err = labels.ParseSyntax(exprs)
+	}
+	return err
 }
 
 // schemaCache compiles extractor input-parameter schemas once per distinct
@@ -148,9 +170,17 @@ func compileSchema(text string) (*jsonschema.Schema, error) {
 	return comp.Compile(loc)
 }
 
+// LessThanKeyword is a schema keyword of this project for the cross-field
+// rule JSON schema cannot state: {"x-indexify-less-than": {"a": "b"}} means
+// params.a < params.b, each side taken from the params or else from its
+// property's "default"; a side that is absent or not a number is left to
+// the rest of the schema. The chunker uses it for overlap < chunk_size.
+const LessThanKeyword = "x-indexify-less-than"
+
 // validateParams checks params (JSON text, "" = {}) against an extractor's
-// schema text ("" = anything). The returned error text is user-facing.
-func (c *schemaCache) validateParams(schemaText, params string) error {
+// schema text ("" = anything), and since RulesBounded also the schema's
+// LessThanKeyword. The returned error text is user-facing.
+func (c *schemaCache) validateParams(schemaText, params string, rules uint32) error {
 	if strings.TrimSpace(params) == "" {
 		params = "{}"
 	}
@@ -170,6 +200,60 @@ func (c *schemaCache) validateParams(schemaText, params string) error {
 	}
 	if err := s.Validate(inst); err != nil {
 		return fmt.Errorf("input_params do not match the extractor's schema: %v", err)
+	}
+	if rules >= RulesBounded && strings.Contains(schemaText, LessThanKeyword) {
+		return checkLessThan(schemaText, params)
+	}
+	return nil
+}
+
+// checkLessThan applies LessThanKeyword; both texts are known to be JSON.
+func checkLessThan(schemaText, params string) error {
+	var schema struct {
+		Less       map[string]json.RawMessage `json:"x-indexify-less-than"`
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(schemaText), &schema); err != nil {
+		return fmt.Errorf("extractor input schema is invalid: %v", err)
+	}
+	var inst map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(params), &inst); err != nil {
+		return fmt.Errorf("input_params is not valid JSON: %v", err)
+	}
+	// Compared as float64 (a huge exponent must not cost big-number work;
+	// schemas bound these values far below 2^53 anyway).
+	value := func(name string) (float64, string, bool) {
+		raw, ok := inst[name]
+		if !ok {
+			raw = schema.Properties[name].Default
+		}
+		text := strings.TrimSpace(string(raw))
+		if text == "" || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) {
+			return 0, "", false
+		}
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil && !math.IsInf(f, 0) {
+			return 0, "", false
+		}
+		return f, text, true
+	}
+	keys := make([]string, 0, len(schema.Less))
+	for k := range schema.Less {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, a := range keys {
+		var b string
+		if err := json.Unmarshal(schema.Less[a], &b); err != nil {
+			return fmt.Errorf("extractor input schema is invalid: %s must map property names to property names", LessThanKeyword)
+		}
+		va, ta, okA := value(a)
+		vb, tb, okB := value(b)
+		if okA && okB && va >= vb {
+			return fmt.Errorf("input_params: %s (%s) must be less than %s (%s)", a, ta, b, tb)
+		}
 	}
 	return nil
 }

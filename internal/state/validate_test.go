@@ -26,7 +26,7 @@ func TestValidateParams(t *testing.T) {
 		{`not json`, `{}`, "not JSON"},
 	}
 	for _, tc := range cases {
-		err := c.validateParams(tc.schema, tc.params)
+		err := c.validateParams(tc.schema, tc.params, CurrentRules)
 		if tc.wantErr == "" {
 			if err != nil {
 				t.Errorf("schema %s params %s: %v", tc.schema, tc.params, err)

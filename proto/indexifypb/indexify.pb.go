@@ -150,12 +150,13 @@ func (ChangeType) EnumDescriptor() ([]byte, []int) {
 type ErrorCode int32
 
 const (
-	ErrorCode_ERROR_CODE_OK             ErrorCode = 0
-	ErrorCode_ERROR_CODE_INVALID        ErrorCode = 1
-	ErrorCode_ERROR_CODE_NOT_FOUND      ErrorCode = 2
-	ErrorCode_ERROR_CODE_ALREADY_EXISTS ErrorCode = 3
-	ErrorCode_ERROR_CODE_CONFLICT       ErrorCode = 4
-	ErrorCode_ERROR_CODE_UNAVAILABLE    ErrorCode = 5
+	ErrorCode_ERROR_CODE_OK                ErrorCode = 0
+	ErrorCode_ERROR_CODE_INVALID           ErrorCode = 1
+	ErrorCode_ERROR_CODE_NOT_FOUND         ErrorCode = 2
+	ErrorCode_ERROR_CODE_ALREADY_EXISTS    ErrorCode = 3
+	ErrorCode_ERROR_CODE_CONFLICT          ErrorCode = 4
+	ErrorCode_ERROR_CODE_UNAVAILABLE       ErrorCode = 5
+	ErrorCode_ERROR_CODE_ALREADY_COMPLETED ErrorCode = 6 // a finished task got a different result
 )
 
 // Enum value maps for ErrorCode.
@@ -167,14 +168,16 @@ var (
 		3: "ERROR_CODE_ALREADY_EXISTS",
 		4: "ERROR_CODE_CONFLICT",
 		5: "ERROR_CODE_UNAVAILABLE",
+		6: "ERROR_CODE_ALREADY_COMPLETED",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_OK":             0,
-		"ERROR_CODE_INVALID":        1,
-		"ERROR_CODE_NOT_FOUND":      2,
-		"ERROR_CODE_ALREADY_EXISTS": 3,
-		"ERROR_CODE_CONFLICT":       4,
-		"ERROR_CODE_UNAVAILABLE":    5,
+		"ERROR_CODE_OK":                0,
+		"ERROR_CODE_INVALID":           1,
+		"ERROR_CODE_NOT_FOUND":         2,
+		"ERROR_CODE_ALREADY_EXISTS":    3,
+		"ERROR_CODE_CONFLICT":          4,
+		"ERROR_CODE_UNAVAILABLE":       5,
+		"ERROR_CODE_ALREADY_COMPLETED": 6,
 	}
 )
 
@@ -1022,8 +1025,13 @@ type Task struct {
 	LastError       string                 `protobuf:"bytes,15,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	CompletedAt     int64                  `protobuf:"varint,16,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	AssignedIndex   uint64                 `protobuf:"varint,17,opt,name=assigned_index,json=assignedIndex,proto3" json:"assigned_index,omitempty"` // Raft index of the assignment (fencing token)
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// SHA-256 of the accepted final result (outcome, error, features, children),
+	// set by complete_task_v2: the same result again is a no-op, a different
+	// one is refused (ERROR_CODE_ALREADY_COMPLETED). Empty for tasks finished
+	// by the old complete_task command.
+	ResultDigest  []byte `protobuf:"bytes,18,opt,name=result_digest,json=resultDigest,proto3" json:"result_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1173,6 +1181,13 @@ func (x *Task) GetAssignedIndex() uint64 {
 		return x.AssignedIndex
 	}
 	return 0
+}
+
+func (x *Task) GetResultDigest() []byte {
+	if x != nil {
+		return x.ResultDigest
+	}
+	return nil
 }
 
 type Executor struct {
@@ -1440,11 +1455,16 @@ func (x *GCTask) GetCreatedAt() int64 {
 // Coordinator node metadata, replicated so any node can find the leader's
 // gRPC address from its Raft server id.
 type NodeInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// The highest command level this node's state machine applies
+	// (state.CommandLevel): its own upsert announces it, and a proposer uses a
+	// command form or rules version only when every member of the Raft
+	// configuration announced it. 0 = a version before command levels.
+	CommandLevel  uint32 `protobuf:"varint,5,opt,name=command_level,json=commandLevel,proto3" json:"command_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1507,10 +1527,21 @@ func (x *NodeInfo) GetHttpAddr() string {
 	return ""
 }
 
+func (x *NodeInfo) GetCommandLevel() uint32 {
+	if x != nil {
+		return x.CommandLevel
+	}
+	return 0
+}
+
 type Command struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // client idempotency key; a repeated id returns the first result
 	Timestamp int64                  `protobuf:"varint,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`                 // unix ms assigned by the proposer; the FSM never reads the clock
+	// Validation rules the FSM applies to this command (state.CurrentRules,
+	// stamped by the proposer like timestamp). 0 = the rules before rule
+	// versions existed, so log entries written then replay unchanged.
+	Rules uint32 `protobuf:"varint,3,opt,name=rules,proto3" json:"rules,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_CreateNamespace
@@ -1528,6 +1559,7 @@ type Command struct {
 	//	*Command_AckGcTasks
 	//	*Command_UpsertNode
 	//	*Command_RemoveNode
+	//	*Command_CompleteTaskV2
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1573,6 +1605,13 @@ func (x *Command) GetRequestId() string {
 func (x *Command) GetTimestamp() int64 {
 	if x != nil {
 		return x.Timestamp
+	}
+	return 0
+}
+
+func (x *Command) GetRules() uint32 {
+	if x != nil {
+		return x.Rules
 	}
 	return 0
 }
@@ -1719,6 +1758,15 @@ func (x *Command) GetRemoveNode() *RemoveNodeCmd {
 	return nil
 }
 
+func (x *Command) GetCompleteTaskV2() *CompleteTaskCmd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CompleteTaskV2); ok {
+			return x.CompleteTaskV2
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -1783,6 +1831,13 @@ type Command_RemoveNode struct {
 	RemoveNode *RemoveNodeCmd `protobuf:"bytes,24,opt,name=remove_node,json=removeNode,proto3,oneof"`
 }
 
+type Command_CompleteTaskV2 struct {
+	// Task completion, version 2: outcome, features and children in one
+	// entry under the executor fence (internal/state/ops_complete.go). The
+	// old complete_task (21) keeps its exact behaviour for log replay.
+	CompleteTaskV2 *CompleteTaskCmd `protobuf:"bytes,25,opt,name=complete_task_v2,json=completeTaskV2,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_CreateGraph) isCommand_Op() {}
@@ -1812,6 +1867,8 @@ func (*Command_AckGcTasks) isCommand_Op() {}
 func (*Command_UpsertNode) isCommand_Op() {}
 
 func (*Command_RemoveNode) isCommand_Op() {}
+
+func (*Command_CompleteTaskV2) isCommand_Op() {}
 
 type CreateNamespaceCmd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2439,14 +2496,20 @@ func (x *SchedulerUpdateCmd) GetTerm() uint64 {
 }
 
 type CompleteTaskCmd struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	ExecutorId    string                 `protobuf:"bytes,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	Outcome       TaskOutcome            `protobuf:"varint,3,opt,name=outcome,proto3,enum=indexify.v1.TaskOutcome" json:"outcome,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	Features      []*Feature             `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`                           // features for the task's input content
-	MaxAttempts   uint32                 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // retry budget decided by the proposer's config
-	BackoffMs     int64                  `protobuf:"varint,7,opt,name=backoff_ms,json=backoffMs,proto3" json:"backoff_ms,omitempty"`       // base backoff; doubled per attempt
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TaskId      string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	ExecutorId  string                 `protobuf:"bytes,2,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	Outcome     TaskOutcome            `protobuf:"varint,3,opt,name=outcome,proto3,enum=indexify.v1.TaskOutcome" json:"outcome,omitempty"`
+	Error       string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Features    []*Feature             `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`                           // features for the task's input content
+	MaxAttempts uint32                 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"` // retry budget decided by the proposer's config
+	BackoffMs   int64                  `protobuf:"varint,7,opt,name=backoff_ms,json=backoffMs,proto3" json:"backoff_ms,omitempty"`       // base backoff; doubled per attempt
+	// Child content of a successful result (complete_task_v2 only), in index
+	// order: child i gets id ChildContentID(task_id, i). The FSM sets the
+	// server-owned fields (namespace, parent, root, name, source, graph,
+	// source task, created_at, version); the executor's are mime_type, labels,
+	// storage_url, size_bytes, hash and features.
+	Children      []*Content `protobuf:"bytes,8,rep,name=children,proto3" json:"children,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2528,6 +2591,13 @@ func (x *CompleteTaskCmd) GetBackoffMs() int64 {
 		return x.BackoffMs
 	}
 	return 0
+}
+
+func (x *CompleteTaskCmd) GetChildren() []*Content {
+	if x != nil {
+		return x.Children
+	}
+	return nil
 }
 
 type AckGCTasksCmd struct {
@@ -2669,6 +2739,7 @@ type CommandResult struct {
 	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	Contents      []*ContentRef          `protobuf:"bytes,3,rep,name=contents,proto3" json:"contents,omitempty"`
 	Index         uint64                 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"` // Raft index at which it applied
+	Noop          bool                   `protobuf:"varint,5,opt,name=noop,proto3" json:"noop,omitempty"`   // the command repeated an accepted result: nothing changed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2729,6 +2800,13 @@ func (x *CommandResult) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *CommandResult) GetNoop() bool {
+	if x != nil {
+		return x.Noop
+	}
+	return false
 }
 
 type ContentRef struct {
@@ -3804,10 +3882,14 @@ func (x *CreateContentResponse) GetContents() []*ContentRef {
 }
 
 type GetContentRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Ids           []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
-	Consistency   ReadConsistency        `protobuf:"varint,3,opt,name=consistency,proto3,enum=indexify.v1.ReadConsistency" json:"consistency,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Namespace   string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Ids         []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	Consistency ReadConsistency        `protobuf:"varint,3,opt,name=consistency,proto3,enum=indexify.v1.ReadConsistency" json:"consistency,omitempty"`
+	// 0: the latest version of each id. Otherwise that version of each id,
+	// latest or superseded, as long as the state or a task still holds it
+	// (an executor on an old version's task downloads exactly that version).
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3863,6 +3945,13 @@ func (x *GetContentRequest) GetConsistency() ReadConsistency {
 	return ReadConsistency_READ_CONSISTENCY_DEFAULT
 }
 
+func (x *GetContentRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type GetContentResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Contents      []*Content             `protobuf:"bytes,1,rep,name=contents,proto3" json:"contents,omitempty"`
@@ -3916,7 +4005,7 @@ type ListContentRequest struct {
 	LabelsFilter      []string               `protobuf:"bytes,5,rep,name=labels_filter,json=labelsFilter,proto3" json:"labels_filter,omitempty"`
 	IngestedContentId string                 `protobuf:"bytes,6,opt,name=ingested_content_id,json=ingestedContentId,proto3" json:"ingested_content_id,omitempty"` // root content id
 	StartId           string                 `protobuf:"bytes,7,opt,name=start_id,json=startId,proto3" json:"start_id,omitempty"`                                 // exclusive cursor
-	Limit             uint32                 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit             uint32                 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`                                                   // page size: 0 = the default 1,000; more than 1,000 is refused (wire.PageLimit)
 	Consistency       ReadConsistency        `protobuf:"varint,9,opt,name=consistency,proto3,enum=indexify.v1.ReadConsistency" json:"consistency,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -4554,7 +4643,7 @@ type ListTasksRequest struct {
 	Policy        string                 `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
 	ContentId     string                 `protobuf:"bytes,4,opt,name=content_id,json=contentId,proto3" json:"content_id,omitempty"`
 	StartId       string                 `protobuf:"bytes,5,opt,name=start_id,json=startId,proto3" json:"start_id,omitempty"`
-	Limit         uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit         uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"` // page size: 0 = the default 1,000; more than 1,000 is refused (wire.PageLimit)
 	Consistency   ReadConsistency        `protobuf:"varint,7,opt,name=consistency,proto3,enum=indexify.v1.ReadConsistency" json:"consistency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4795,6 +4884,7 @@ type CompleteTaskRequest struct {
 	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	Features      []*Feature             `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
 	RequestId     string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Children      []*Content             `protobuf:"bytes,7,rep,name=children,proto3" json:"children,omitempty"` // see CompleteTaskCmd.children
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4871,8 +4961,17 @@ func (x *CompleteTaskRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *CompleteTaskRequest) GetChildren() []*Content {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
 type CompleteTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Contents      []*ContentRef          `protobuf:"bytes,1,rep,name=contents,proto3" json:"contents,omitempty"`    // one per child, in request order
+	Duplicate     bool                   `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the same result was already accepted: nothing applied
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4905,6 +5004,20 @@ func (x *CompleteTaskResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CompleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTaskResponse) Descriptor() ([]byte, []int) {
 	return file_indexify_v1_indexify_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *CompleteTaskResponse) GetContents() []*ContentRef {
+	if x != nil {
+		return x.Contents
+	}
+	return nil
+}
+
+func (x *CompleteTaskResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type RegisterExecutorRequest struct {
@@ -5468,7 +5581,8 @@ type JoinRequest struct {
 	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
 	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	HttpAddr      string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
-	ClusterId     string                 `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"` // "" for a fresh node
+	ClusterId     string                 `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`           // "" for a fresh node
+	CommandLevel  uint32                 `protobuf:"varint,6,opt,name=command_level,json=commandLevel,proto3" json:"command_level,omitempty"` // as NodeInfo.command_level; 0 from older versions
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5536,6 +5650,13 @@ func (x *JoinRequest) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *JoinRequest) GetCommandLevel() uint32 {
+	if x != nil {
+		return x.CommandLevel
+	}
+	return 0
 }
 
 type JoinResponse struct {
@@ -5719,17 +5840,26 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	ClusterId     string                 `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"` // Leader | Follower | Candidate | Shutdown
-	LeaderId      string                 `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
-	Term          uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
-	CommitIndex   uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	LastLogIndex  uint64                 `protobuf:"varint,9,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
-	Members       []*Member              `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	NodeId       string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ClusterId    string                 `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	State        string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"` // Leader | Follower | Candidate | Shutdown
+	LeaderId     string                 `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr   string                 `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Term         uint64                 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastLogIndex uint64                 `protobuf:"varint,9,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	Members      []*Member              `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
+	// Set while this node refuses Raft traffic or cluster calls from a node of
+	// another cluster (same member names, different cluster id): who, and both ids.
+	Conflict string `protobuf:"bytes,11,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	// Vote hold: this node started without Raft state and takes no part in
+	// elections until it has caught up with the log (internal/cluster/votehold.go).
+	VoteHeld bool `protobuf:"varint,12,opt,name=vote_held,json=voteHeld,proto3" json:"vote_held,omitempty"`
+	// Vote, pre-vote and leadership-transfer requests this node refused while
+	// held, since its process started.
+	VotesWithheld int64 `protobuf:"varint,13,opt,name=votes_withheld,json=votesWithheld,proto3" json:"votes_withheld,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5832,6 +5962,27 @@ func (x *StatusResponse) GetMembers() []*Member {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetConflict() string {
+	if x != nil {
+		return x.Conflict
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetVoteHeld() bool {
+	if x != nil {
+		return x.VoteHeld
+	}
+	return false
+}
+
+func (x *StatusResponse) GetVotesWithheld() int64 {
+	if x != nil {
+		return x.VotesWithheld
+	}
+	return 0
 }
 
 type RemovePeerRequest struct {
@@ -6334,7 +6485,7 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aH\n" +
 	"\x1aPolicyCompletionTimesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xce\x04\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xf3\x04\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\textractor\x18\x02 \x01(\tR\textractor\x12\x1f\n" +
@@ -6360,7 +6511,8 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x0f \x01(\tR\tlastError\x12!\n" +
 	"\fcompleted_at\x18\x10 \x01(\x03R\vcompletedAt\x12%\n" +
-	"\x0eassigned_index\x18\x11 \x01(\x04R\rassignedIndex\"\xe5\x01\n" +
+	"\x0eassigned_index\x18\x11 \x01(\x04R\rassignedIndex\x12#\n" +
+	"\rresult_digest\x18\x12 \x01(\fR\fresultDigest\"\xe5\x01\n" +
 	"\bExecutor\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1b\n" +
@@ -6388,16 +6540,18 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\vstorage_url\x18\x05 \x01(\tR\n" +
 	"storageUrl\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\x03R\tcreatedAt\"q\n" +
+	"created_at\x18\x06 \x01(\x03R\tcreatedAt\"\x96\x01\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"\x95\t\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12#\n" +
+	"\rcommand_level\x18\x05 \x01(\rR\fcommandLevel\"\xf5\t\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1c\n" +
-	"\ttimestamp\x18\x02 \x01(\x03R\ttimestamp\x12L\n" +
+	"\ttimestamp\x18\x02 \x01(\x03R\ttimestamp\x12\x14\n" +
+	"\x05rules\x18\x03 \x01(\rR\x05rules\x12L\n" +
 	"\x10create_namespace\x18\n" +
 	" \x01(\v2\x1f.indexify.v1.CreateNamespaceCmdH\x00R\x0fcreateNamespace\x12J\n" +
 	"\fcreate_graph\x18\v \x01(\v2%.indexify.v1.CreateExtractionGraphCmdH\x00R\vcreateGraph\x12J\n" +
@@ -6417,7 +6571,8 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\vupsert_node\x18\x17 \x01(\v2\x1a.indexify.v1.UpsertNodeCmdH\x00R\n" +
 	"upsertNode\x12=\n" +
 	"\vremove_node\x18\x18 \x01(\v2\x1a.indexify.v1.RemoveNodeCmdH\x00R\n" +
-	"removeNodeB\x04\n" +
+	"removeNode\x12H\n" +
+	"\x10complete_task_v2\x18\x19 \x01(\v2\x1c.indexify.v1.CompleteTaskCmdH\x00R\x0ecompleteTaskV2B\x04\n" +
 	"\x02op\"(\n" +
 	"\x12CreateNamespaceCmd\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"N\n" +
@@ -6463,7 +6618,7 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"newGcTasks\x122\n" +
 	"\x15tombstone_content_ids\x18\x05 \x03(\tR\x13tombstoneContentIds\x12%\n" +
 	"\x0escheduler_node\x18\x06 \x01(\tR\rschedulerNode\x12\x12\n" +
-	"\x04term\x18\a \x01(\x04R\x04term\"\x89\x02\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\"\xbb\x02\n" +
 	"\x0fCompleteTaskCmd\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\tR\n" +
@@ -6473,19 +6628,21 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\bfeatures\x18\x05 \x03(\v2\x14.indexify.v1.FeatureR\bfeatures\x12!\n" +
 	"\fmax_attempts\x18\x06 \x01(\rR\vmaxAttempts\x12\x1d\n" +
 	"\n" +
-	"backoff_ms\x18\a \x01(\x03R\tbackoffMs\"!\n" +
+	"backoff_ms\x18\a \x01(\x03R\tbackoffMs\x120\n" +
+	"\bchildren\x18\b \x03(\v2\x14.indexify.v1.ContentR\bchildren\"!\n" +
 	"\rAckGCTasksCmd\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\":\n" +
 	"\rUpsertNodeCmd\x12)\n" +
 	"\x04node\x18\x01 \x01(\v2\x15.indexify.v1.NodeInfoR\x04node\"\x1f\n" +
 	"\rRemoveNodeCmd\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xa7\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xbb\x01\n" +
 	"\rCommandResult\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.indexify.v1.ErrorCodeR\terrorCode\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x123\n" +
 	"\bcontents\x18\x03 \x03(\v2\x17.indexify.v1.ContentRefR\bcontents\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x04R\x05index\"P\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04noop\x18\x05 \x01(\bR\x04noop\"P\n" +
 	"\n" +
 	"ContentRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -6554,11 +6711,12 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\"L\n" +
 	"\x15CreateContentResponse\x123\n" +
-	"\bcontents\x18\x01 \x03(\v2\x17.indexify.v1.ContentRefR\bcontents\"\x83\x01\n" +
+	"\bcontents\x18\x01 \x03(\v2\x17.indexify.v1.ContentRefR\bcontents\"\x9d\x01\n" +
 	"\x11GetContentRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\tR\x03ids\x12>\n" +
-	"\vconsistency\x18\x03 \x01(\x0e2\x1c.indexify.v1.ReadConsistencyR\vconsistency\"F\n" +
+	"\vconsistency\x18\x03 \x01(\x0e2\x1c.indexify.v1.ReadConsistencyR\vconsistency\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"F\n" +
 	"\x12GetContentResponse\x120\n" +
 	"\bcontents\x18\x01 \x03(\v2\x14.indexify.v1.ContentR\bcontents\"\xcc\x02\n" +
 	"\x12ListContentRequest\x12\x1c\n" +
@@ -6631,7 +6789,7 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12>\n" +
 	"\vconsistency\x18\x02 \x01(\x0e2\x1c.indexify.v1.ReadConsistencyR\vconsistency\"8\n" +
 	"\x0fGetTaskResponse\x12%\n" +
-	"\x04task\x18\x01 \x01(\v2\x11.indexify.v1.TaskR\x04task\"\xea\x01\n" +
+	"\x04task\x18\x01 \x01(\v2\x11.indexify.v1.TaskR\x04task\"\x9c\x02\n" +
 	"\x13CompleteTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\tR\n" +
@@ -6640,8 +6798,11 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x120\n" +
 	"\bfeatures\x18\x05 \x03(\v2\x14.indexify.v1.FeatureR\bfeatures\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\x16\n" +
-	"\x14CompleteTaskResponse\"L\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x120\n" +
+	"\bchildren\x18\a \x03(\v2\x14.indexify.v1.ContentR\bchildren\"i\n" +
+	"\x14CompleteTaskResponse\x123\n" +
+	"\bcontents\x18\x01 \x03(\v2\x17.indexify.v1.ContentRefR\bcontents\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"L\n" +
 	"\x17RegisterExecutorRequest\x121\n" +
 	"\bexecutor\x18\x01 \x01(\v2\x15.indexify.v1.ExecutorR\bexecutor\"\x1a\n" +
 	"\x18RegisterExecutorResponse\"V\n" +
@@ -6670,14 +6831,15 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\fApplyRequest\x12.\n" +
 	"\acommand\x18\x01 \x01(\v2\x14.indexify.v1.CommandR\acommand\"C\n" +
 	"\rApplyResponse\x122\n" +
-	"\x06result\x18\x01 \x01(\v2\x1a.indexify.v1.CommandResultR\x06result\"\x9c\x01\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.indexify.v1.CommandResultR\x06result\"\xc1\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"J\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12#\n" +
+	"\rcommand_level\x18\x06 \x01(\rR\fcommandLevel\"J\n" +
 	"\fJoinResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +
@@ -6690,7 +6852,7 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\x06leader\x18\x05 \x01(\bR\x06leader\x12&\n" +
 	"\x0flast_contact_ms\x18\x06 \x01(\x03R\rlastContactMs\x12\x18\n" +
 	"\ahealthy\x18\a \x01(\bR\ahealthy\"\x0f\n" +
-	"\rStatusRequest\"\xcd\x02\n" +
+	"\rStatusRequest\"\xad\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -6704,7 +6866,10 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0elast_log_index\x18\t \x01(\x04R\flastLogIndex\x12-\n" +
 	"\amembers\x18\n" +
-	" \x03(\v2\x13.indexify.v1.MemberR\amembers\",\n" +
+	" \x03(\v2\x13.indexify.v1.MemberR\amembers\x12\x1a\n" +
+	"\bconflict\x18\v \x01(\tR\bconflict\x12\x1b\n" +
+	"\tvote_held\x18\f \x01(\bR\bvoteHeld\x12%\n" +
+	"\x0evotes_withheld\x18\r \x01(\x03R\rvotesWithheld\",\n" +
 	"\x11RemovePeerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x14\n" +
 	"\x12RemovePeerResponse\"0\n" +
@@ -6740,14 +6905,15 @@ const file_indexify_v1_indexify_proto_rawDesc = "" +
 	"\x1bCHANGE_TYPE_CONTENT_UPDATED\x10\x05\x12\x1e\n" +
 	"\x1aCHANGE_TYPE_TASK_COMPLETED\x10\x06\x12$\n" +
 	" CHANGE_TYPE_ADD_GRAPH_TO_CONTENT\x10\a\x12(\n" +
-	"$CHANGE_TYPE_EXTRACTION_GRAPH_DELETED\x10\b*\xa4\x01\n" +
+	"$CHANGE_TYPE_EXTRACTION_GRAPH_DELETED\x10\b*\xc6\x01\n" +
 	"\tErrorCode\x12\x11\n" +
 	"\rERROR_CODE_OK\x10\x00\x12\x16\n" +
 	"\x12ERROR_CODE_INVALID\x10\x01\x12\x18\n" +
 	"\x14ERROR_CODE_NOT_FOUND\x10\x02\x12\x1d\n" +
 	"\x19ERROR_CODE_ALREADY_EXISTS\x10\x03\x12\x17\n" +
 	"\x13ERROR_CODE_CONFLICT\x10\x04\x12\x1a\n" +
-	"\x16ERROR_CODE_UNAVAILABLE\x10\x05*n\n" +
+	"\x16ERROR_CODE_UNAVAILABLE\x10\x05\x12 \n" +
+	"\x1cERROR_CODE_ALREADY_COMPLETED\x10\x06*n\n" +
 	"\x0fReadConsistency\x12\x1c\n" +
 	"\x18READ_CONSISTENCY_DEFAULT\x10\x00\x12\x1a\n" +
 	"\x16READ_CONSISTENCY_STALE\x10\x01\x12!\n" +
@@ -6941,128 +7107,132 @@ var file_indexify_v1_indexify_proto_depIdxs = []int32{
 	32,  // 22: indexify.v1.Command.ack_gc_tasks:type_name -> indexify.v1.AckGCTasksCmd
 	33,  // 23: indexify.v1.Command.upsert_node:type_name -> indexify.v1.UpsertNodeCmd
 	34,  // 24: indexify.v1.Command.remove_node:type_name -> indexify.v1.RemoveNodeCmd
-	9,   // 25: indexify.v1.CreateExtractionGraphCmd.graph:type_name -> indexify.v1.ExtractionGraph
-	10,  // 26: indexify.v1.CreateGraphLinkCmd.link:type_name -> indexify.v1.GraphLink
-	12,  // 27: indexify.v1.CreateContentCmd.contents:type_name -> indexify.v1.Content
-	106, // 28: indexify.v1.UpdateLabelsCmd.labels:type_name -> indexify.v1.UpdateLabelsCmd.LabelsEntry
-	14,  // 29: indexify.v1.RegisterExecutorCmd.executor:type_name -> indexify.v1.Executor
-	13,  // 30: indexify.v1.SchedulerUpdateCmd.new_tasks:type_name -> indexify.v1.Task
-	29,  // 31: indexify.v1.SchedulerUpdateCmd.assignments:type_name -> indexify.v1.Assignment
-	16,  // 32: indexify.v1.SchedulerUpdateCmd.new_gc_tasks:type_name -> indexify.v1.GCTask
-	0,   // 33: indexify.v1.CompleteTaskCmd.outcome:type_name -> indexify.v1.TaskOutcome
-	11,  // 34: indexify.v1.CompleteTaskCmd.features:type_name -> indexify.v1.Feature
-	17,  // 35: indexify.v1.UpsertNodeCmd.node:type_name -> indexify.v1.NodeInfo
-	2,   // 36: indexify.v1.CommandResult.error_code:type_name -> indexify.v1.ErrorCode
-	36,  // 37: indexify.v1.CommandResult.contents:type_name -> indexify.v1.ContentRef
-	3,   // 38: indexify.v1.ListNamespacesRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	4,   // 39: indexify.v1.ListNamespacesResponse.namespaces:type_name -> indexify.v1.Namespace
-	3,   // 40: indexify.v1.ListExtractorsRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	7,   // 41: indexify.v1.ListExtractorsResponse.extractors:type_name -> indexify.v1.ExtractorDescription
-	9,   // 42: indexify.v1.CreateExtractionGraphRequest.graph:type_name -> indexify.v1.ExtractionGraph
-	9,   // 43: indexify.v1.CreateExtractionGraphResponse.graph:type_name -> indexify.v1.ExtractionGraph
-	3,   // 44: indexify.v1.ListExtractionGraphsRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	9,   // 45: indexify.v1.ListExtractionGraphsResponse.graphs:type_name -> indexify.v1.ExtractionGraph
-	10,  // 46: indexify.v1.CreateGraphLinkRequest.link:type_name -> indexify.v1.GraphLink
-	3,   // 47: indexify.v1.ListGraphLinksRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	10,  // 48: indexify.v1.ListGraphLinksResponse.links:type_name -> indexify.v1.GraphLink
-	3,   // 49: indexify.v1.GetAnalyticsRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	53,  // 50: indexify.v1.GetAnalyticsResponse.policies:type_name -> indexify.v1.PolicyAnalytics
-	12,  // 51: indexify.v1.CreateContentRequest.contents:type_name -> indexify.v1.Content
-	36,  // 52: indexify.v1.CreateContentResponse.contents:type_name -> indexify.v1.ContentRef
-	3,   // 53: indexify.v1.GetContentRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	12,  // 54: indexify.v1.GetContentResponse.contents:type_name -> indexify.v1.Content
-	3,   // 55: indexify.v1.ListContentRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	12,  // 56: indexify.v1.ListContentResponse.contents:type_name -> indexify.v1.Content
-	3,   // 57: indexify.v1.GetContentTreeRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	12,  // 58: indexify.v1.GetContentTreeResponse.contents:type_name -> indexify.v1.Content
-	107, // 59: indexify.v1.UpdateLabelsRequest.labels:type_name -> indexify.v1.UpdateLabelsRequest.LabelsEntry
-	3,   // 60: indexify.v1.ListTasksRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	13,  // 61: indexify.v1.ListTasksResponse.tasks:type_name -> indexify.v1.Task
-	3,   // 62: indexify.v1.GetTaskRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	13,  // 63: indexify.v1.GetTaskResponse.task:type_name -> indexify.v1.Task
-	0,   // 64: indexify.v1.CompleteTaskRequest.outcome:type_name -> indexify.v1.TaskOutcome
-	11,  // 65: indexify.v1.CompleteTaskRequest.features:type_name -> indexify.v1.Feature
-	14,  // 66: indexify.v1.RegisterExecutorRequest.executor:type_name -> indexify.v1.Executor
-	3,   // 67: indexify.v1.ListExecutorsRequest.consistency:type_name -> indexify.v1.ReadConsistency
-	14,  // 68: indexify.v1.ListExecutorsResponse.executors:type_name -> indexify.v1.Executor
-	14,  // 69: indexify.v1.HeartbeatRequest.executor:type_name -> indexify.v1.Executor
-	13,  // 70: indexify.v1.HeartbeatResponse.tasks:type_name -> indexify.v1.Task
-	16,  // 71: indexify.v1.ListGCTasksResponse.tasks:type_name -> indexify.v1.GCTask
-	18,  // 72: indexify.v1.ApplyRequest.command:type_name -> indexify.v1.Command
-	35,  // 73: indexify.v1.ApplyResponse.result:type_name -> indexify.v1.CommandResult
-	91,  // 74: indexify.v1.StatusResponse.members:type_name -> indexify.v1.Member
-	6,   // 75: indexify.v1.ExtractorDescription.OutputsEntry.value:type_name -> indexify.v1.ExtractorOutput
-	37,  // 76: indexify.v1.CoordinatorService.CreateNamespace:input_type -> indexify.v1.CreateNamespaceRequest
-	39,  // 77: indexify.v1.CoordinatorService.ListNamespaces:input_type -> indexify.v1.ListNamespacesRequest
-	41,  // 78: indexify.v1.CoordinatorService.ListExtractors:input_type -> indexify.v1.ListExtractorsRequest
-	43,  // 79: indexify.v1.CoordinatorService.CreateExtractionGraph:input_type -> indexify.v1.CreateExtractionGraphRequest
-	45,  // 80: indexify.v1.CoordinatorService.ListExtractionGraphs:input_type -> indexify.v1.ListExtractionGraphsRequest
-	47,  // 81: indexify.v1.CoordinatorService.DeleteExtractionGraph:input_type -> indexify.v1.DeleteExtractionGraphRequest
-	49,  // 82: indexify.v1.CoordinatorService.CreateGraphLink:input_type -> indexify.v1.CreateGraphLinkRequest
-	51,  // 83: indexify.v1.CoordinatorService.ListGraphLinks:input_type -> indexify.v1.ListGraphLinksRequest
-	54,  // 84: indexify.v1.CoordinatorService.GetAnalytics:input_type -> indexify.v1.GetAnalyticsRequest
-	56,  // 85: indexify.v1.CoordinatorService.CreateContent:input_type -> indexify.v1.CreateContentRequest
-	58,  // 86: indexify.v1.CoordinatorService.GetContent:input_type -> indexify.v1.GetContentRequest
-	60,  // 87: indexify.v1.CoordinatorService.ListContent:input_type -> indexify.v1.ListContentRequest
-	62,  // 88: indexify.v1.CoordinatorService.GetContentTree:input_type -> indexify.v1.GetContentTreeRequest
-	64,  // 89: indexify.v1.CoordinatorService.UpdateLabels:input_type -> indexify.v1.UpdateLabelsRequest
-	66,  // 90: indexify.v1.CoordinatorService.TombstoneContent:input_type -> indexify.v1.TombstoneContentRequest
-	68,  // 91: indexify.v1.CoordinatorService.WaitContent:input_type -> indexify.v1.WaitContentRequest
-	70,  // 92: indexify.v1.CoordinatorService.WatchContent:input_type -> indexify.v1.WatchContentRequest
-	71,  // 93: indexify.v1.CoordinatorService.ListTasks:input_type -> indexify.v1.ListTasksRequest
-	73,  // 94: indexify.v1.CoordinatorService.GetTask:input_type -> indexify.v1.GetTaskRequest
-	75,  // 95: indexify.v1.CoordinatorService.CompleteTask:input_type -> indexify.v1.CompleteTaskRequest
-	77,  // 96: indexify.v1.CoordinatorService.RegisterExecutor:input_type -> indexify.v1.RegisterExecutorRequest
-	79,  // 97: indexify.v1.CoordinatorService.ListExecutors:input_type -> indexify.v1.ListExecutorsRequest
-	81,  // 98: indexify.v1.CoordinatorService.Heartbeat:input_type -> indexify.v1.HeartbeatRequest
-	83,  // 99: indexify.v1.CoordinatorService.ListGCTasks:input_type -> indexify.v1.ListGCTasksRequest
-	85,  // 100: indexify.v1.CoordinatorService.AckGCTasks:input_type -> indexify.v1.AckGCTasksRequest
-	87,  // 101: indexify.v1.ClusterService.Apply:input_type -> indexify.v1.ApplyRequest
-	89,  // 102: indexify.v1.ClusterService.Join:input_type -> indexify.v1.JoinRequest
-	98,  // 103: indexify.v1.ClusterService.Probe:input_type -> indexify.v1.ProbeRequest
-	92,  // 104: indexify.v1.ClusterService.Status:input_type -> indexify.v1.StatusRequest
-	94,  // 105: indexify.v1.ClusterService.RemovePeer:input_type -> indexify.v1.RemovePeerRequest
-	96,  // 106: indexify.v1.ClusterService.TransferLeader:input_type -> indexify.v1.TransferLeaderRequest
-	100, // 107: indexify.v1.ClusterService.Snapshot:input_type -> indexify.v1.SnapshotRequest
-	101, // 108: indexify.v1.ClusterService.Restore:input_type -> indexify.v1.SnapshotChunk
-	38,  // 109: indexify.v1.CoordinatorService.CreateNamespace:output_type -> indexify.v1.CreateNamespaceResponse
-	40,  // 110: indexify.v1.CoordinatorService.ListNamespaces:output_type -> indexify.v1.ListNamespacesResponse
-	42,  // 111: indexify.v1.CoordinatorService.ListExtractors:output_type -> indexify.v1.ListExtractorsResponse
-	44,  // 112: indexify.v1.CoordinatorService.CreateExtractionGraph:output_type -> indexify.v1.CreateExtractionGraphResponse
-	46,  // 113: indexify.v1.CoordinatorService.ListExtractionGraphs:output_type -> indexify.v1.ListExtractionGraphsResponse
-	48,  // 114: indexify.v1.CoordinatorService.DeleteExtractionGraph:output_type -> indexify.v1.DeleteExtractionGraphResponse
-	50,  // 115: indexify.v1.CoordinatorService.CreateGraphLink:output_type -> indexify.v1.CreateGraphLinkResponse
-	52,  // 116: indexify.v1.CoordinatorService.ListGraphLinks:output_type -> indexify.v1.ListGraphLinksResponse
-	55,  // 117: indexify.v1.CoordinatorService.GetAnalytics:output_type -> indexify.v1.GetAnalyticsResponse
-	57,  // 118: indexify.v1.CoordinatorService.CreateContent:output_type -> indexify.v1.CreateContentResponse
-	59,  // 119: indexify.v1.CoordinatorService.GetContent:output_type -> indexify.v1.GetContentResponse
-	61,  // 120: indexify.v1.CoordinatorService.ListContent:output_type -> indexify.v1.ListContentResponse
-	63,  // 121: indexify.v1.CoordinatorService.GetContentTree:output_type -> indexify.v1.GetContentTreeResponse
-	65,  // 122: indexify.v1.CoordinatorService.UpdateLabels:output_type -> indexify.v1.UpdateLabelsResponse
-	67,  // 123: indexify.v1.CoordinatorService.TombstoneContent:output_type -> indexify.v1.TombstoneContentResponse
-	69,  // 124: indexify.v1.CoordinatorService.WaitContent:output_type -> indexify.v1.WaitContentResponse
-	12,  // 125: indexify.v1.CoordinatorService.WatchContent:output_type -> indexify.v1.Content
-	72,  // 126: indexify.v1.CoordinatorService.ListTasks:output_type -> indexify.v1.ListTasksResponse
-	74,  // 127: indexify.v1.CoordinatorService.GetTask:output_type -> indexify.v1.GetTaskResponse
-	76,  // 128: indexify.v1.CoordinatorService.CompleteTask:output_type -> indexify.v1.CompleteTaskResponse
-	78,  // 129: indexify.v1.CoordinatorService.RegisterExecutor:output_type -> indexify.v1.RegisterExecutorResponse
-	80,  // 130: indexify.v1.CoordinatorService.ListExecutors:output_type -> indexify.v1.ListExecutorsResponse
-	82,  // 131: indexify.v1.CoordinatorService.Heartbeat:output_type -> indexify.v1.HeartbeatResponse
-	84,  // 132: indexify.v1.CoordinatorService.ListGCTasks:output_type -> indexify.v1.ListGCTasksResponse
-	86,  // 133: indexify.v1.CoordinatorService.AckGCTasks:output_type -> indexify.v1.AckGCTasksResponse
-	88,  // 134: indexify.v1.ClusterService.Apply:output_type -> indexify.v1.ApplyResponse
-	90,  // 135: indexify.v1.ClusterService.Join:output_type -> indexify.v1.JoinResponse
-	99,  // 136: indexify.v1.ClusterService.Probe:output_type -> indexify.v1.ProbeResponse
-	93,  // 137: indexify.v1.ClusterService.Status:output_type -> indexify.v1.StatusResponse
-	95,  // 138: indexify.v1.ClusterService.RemovePeer:output_type -> indexify.v1.RemovePeerResponse
-	97,  // 139: indexify.v1.ClusterService.TransferLeader:output_type -> indexify.v1.TransferLeaderResponse
-	101, // 140: indexify.v1.ClusterService.Snapshot:output_type -> indexify.v1.SnapshotChunk
-	102, // 141: indexify.v1.ClusterService.Restore:output_type -> indexify.v1.RestoreResponse
-	109, // [109:142] is the sub-list for method output_type
-	76,  // [76:109] is the sub-list for method input_type
-	76,  // [76:76] is the sub-list for extension type_name
-	76,  // [76:76] is the sub-list for extension extendee
-	0,   // [0:76] is the sub-list for field type_name
+	31,  // 25: indexify.v1.Command.complete_task_v2:type_name -> indexify.v1.CompleteTaskCmd
+	9,   // 26: indexify.v1.CreateExtractionGraphCmd.graph:type_name -> indexify.v1.ExtractionGraph
+	10,  // 27: indexify.v1.CreateGraphLinkCmd.link:type_name -> indexify.v1.GraphLink
+	12,  // 28: indexify.v1.CreateContentCmd.contents:type_name -> indexify.v1.Content
+	106, // 29: indexify.v1.UpdateLabelsCmd.labels:type_name -> indexify.v1.UpdateLabelsCmd.LabelsEntry
+	14,  // 30: indexify.v1.RegisterExecutorCmd.executor:type_name -> indexify.v1.Executor
+	13,  // 31: indexify.v1.SchedulerUpdateCmd.new_tasks:type_name -> indexify.v1.Task
+	29,  // 32: indexify.v1.SchedulerUpdateCmd.assignments:type_name -> indexify.v1.Assignment
+	16,  // 33: indexify.v1.SchedulerUpdateCmd.new_gc_tasks:type_name -> indexify.v1.GCTask
+	0,   // 34: indexify.v1.CompleteTaskCmd.outcome:type_name -> indexify.v1.TaskOutcome
+	11,  // 35: indexify.v1.CompleteTaskCmd.features:type_name -> indexify.v1.Feature
+	12,  // 36: indexify.v1.CompleteTaskCmd.children:type_name -> indexify.v1.Content
+	17,  // 37: indexify.v1.UpsertNodeCmd.node:type_name -> indexify.v1.NodeInfo
+	2,   // 38: indexify.v1.CommandResult.error_code:type_name -> indexify.v1.ErrorCode
+	36,  // 39: indexify.v1.CommandResult.contents:type_name -> indexify.v1.ContentRef
+	3,   // 40: indexify.v1.ListNamespacesRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	4,   // 41: indexify.v1.ListNamespacesResponse.namespaces:type_name -> indexify.v1.Namespace
+	3,   // 42: indexify.v1.ListExtractorsRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	7,   // 43: indexify.v1.ListExtractorsResponse.extractors:type_name -> indexify.v1.ExtractorDescription
+	9,   // 44: indexify.v1.CreateExtractionGraphRequest.graph:type_name -> indexify.v1.ExtractionGraph
+	9,   // 45: indexify.v1.CreateExtractionGraphResponse.graph:type_name -> indexify.v1.ExtractionGraph
+	3,   // 46: indexify.v1.ListExtractionGraphsRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	9,   // 47: indexify.v1.ListExtractionGraphsResponse.graphs:type_name -> indexify.v1.ExtractionGraph
+	10,  // 48: indexify.v1.CreateGraphLinkRequest.link:type_name -> indexify.v1.GraphLink
+	3,   // 49: indexify.v1.ListGraphLinksRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	10,  // 50: indexify.v1.ListGraphLinksResponse.links:type_name -> indexify.v1.GraphLink
+	3,   // 51: indexify.v1.GetAnalyticsRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	53,  // 52: indexify.v1.GetAnalyticsResponse.policies:type_name -> indexify.v1.PolicyAnalytics
+	12,  // 53: indexify.v1.CreateContentRequest.contents:type_name -> indexify.v1.Content
+	36,  // 54: indexify.v1.CreateContentResponse.contents:type_name -> indexify.v1.ContentRef
+	3,   // 55: indexify.v1.GetContentRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	12,  // 56: indexify.v1.GetContentResponse.contents:type_name -> indexify.v1.Content
+	3,   // 57: indexify.v1.ListContentRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	12,  // 58: indexify.v1.ListContentResponse.contents:type_name -> indexify.v1.Content
+	3,   // 59: indexify.v1.GetContentTreeRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	12,  // 60: indexify.v1.GetContentTreeResponse.contents:type_name -> indexify.v1.Content
+	107, // 61: indexify.v1.UpdateLabelsRequest.labels:type_name -> indexify.v1.UpdateLabelsRequest.LabelsEntry
+	3,   // 62: indexify.v1.ListTasksRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	13,  // 63: indexify.v1.ListTasksResponse.tasks:type_name -> indexify.v1.Task
+	3,   // 64: indexify.v1.GetTaskRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	13,  // 65: indexify.v1.GetTaskResponse.task:type_name -> indexify.v1.Task
+	0,   // 66: indexify.v1.CompleteTaskRequest.outcome:type_name -> indexify.v1.TaskOutcome
+	11,  // 67: indexify.v1.CompleteTaskRequest.features:type_name -> indexify.v1.Feature
+	12,  // 68: indexify.v1.CompleteTaskRequest.children:type_name -> indexify.v1.Content
+	36,  // 69: indexify.v1.CompleteTaskResponse.contents:type_name -> indexify.v1.ContentRef
+	14,  // 70: indexify.v1.RegisterExecutorRequest.executor:type_name -> indexify.v1.Executor
+	3,   // 71: indexify.v1.ListExecutorsRequest.consistency:type_name -> indexify.v1.ReadConsistency
+	14,  // 72: indexify.v1.ListExecutorsResponse.executors:type_name -> indexify.v1.Executor
+	14,  // 73: indexify.v1.HeartbeatRequest.executor:type_name -> indexify.v1.Executor
+	13,  // 74: indexify.v1.HeartbeatResponse.tasks:type_name -> indexify.v1.Task
+	16,  // 75: indexify.v1.ListGCTasksResponse.tasks:type_name -> indexify.v1.GCTask
+	18,  // 76: indexify.v1.ApplyRequest.command:type_name -> indexify.v1.Command
+	35,  // 77: indexify.v1.ApplyResponse.result:type_name -> indexify.v1.CommandResult
+	91,  // 78: indexify.v1.StatusResponse.members:type_name -> indexify.v1.Member
+	6,   // 79: indexify.v1.ExtractorDescription.OutputsEntry.value:type_name -> indexify.v1.ExtractorOutput
+	37,  // 80: indexify.v1.CoordinatorService.CreateNamespace:input_type -> indexify.v1.CreateNamespaceRequest
+	39,  // 81: indexify.v1.CoordinatorService.ListNamespaces:input_type -> indexify.v1.ListNamespacesRequest
+	41,  // 82: indexify.v1.CoordinatorService.ListExtractors:input_type -> indexify.v1.ListExtractorsRequest
+	43,  // 83: indexify.v1.CoordinatorService.CreateExtractionGraph:input_type -> indexify.v1.CreateExtractionGraphRequest
+	45,  // 84: indexify.v1.CoordinatorService.ListExtractionGraphs:input_type -> indexify.v1.ListExtractionGraphsRequest
+	47,  // 85: indexify.v1.CoordinatorService.DeleteExtractionGraph:input_type -> indexify.v1.DeleteExtractionGraphRequest
+	49,  // 86: indexify.v1.CoordinatorService.CreateGraphLink:input_type -> indexify.v1.CreateGraphLinkRequest
+	51,  // 87: indexify.v1.CoordinatorService.ListGraphLinks:input_type -> indexify.v1.ListGraphLinksRequest
+	54,  // 88: indexify.v1.CoordinatorService.GetAnalytics:input_type -> indexify.v1.GetAnalyticsRequest
+	56,  // 89: indexify.v1.CoordinatorService.CreateContent:input_type -> indexify.v1.CreateContentRequest
+	58,  // 90: indexify.v1.CoordinatorService.GetContent:input_type -> indexify.v1.GetContentRequest
+	60,  // 91: indexify.v1.CoordinatorService.ListContent:input_type -> indexify.v1.ListContentRequest
+	62,  // 92: indexify.v1.CoordinatorService.GetContentTree:input_type -> indexify.v1.GetContentTreeRequest
+	64,  // 93: indexify.v1.CoordinatorService.UpdateLabels:input_type -> indexify.v1.UpdateLabelsRequest
+	66,  // 94: indexify.v1.CoordinatorService.TombstoneContent:input_type -> indexify.v1.TombstoneContentRequest
+	68,  // 95: indexify.v1.CoordinatorService.WaitContent:input_type -> indexify.v1.WaitContentRequest
+	70,  // 96: indexify.v1.CoordinatorService.WatchContent:input_type -> indexify.v1.WatchContentRequest
+	71,  // 97: indexify.v1.CoordinatorService.ListTasks:input_type -> indexify.v1.ListTasksRequest
+	73,  // 98: indexify.v1.CoordinatorService.GetTask:input_type -> indexify.v1.GetTaskRequest
+	75,  // 99: indexify.v1.CoordinatorService.CompleteTask:input_type -> indexify.v1.CompleteTaskRequest
+	77,  // 100: indexify.v1.CoordinatorService.RegisterExecutor:input_type -> indexify.v1.RegisterExecutorRequest
+	79,  // 101: indexify.v1.CoordinatorService.ListExecutors:input_type -> indexify.v1.ListExecutorsRequest
+	81,  // 102: indexify.v1.CoordinatorService.Heartbeat:input_type -> indexify.v1.HeartbeatRequest
+	83,  // 103: indexify.v1.CoordinatorService.ListGCTasks:input_type -> indexify.v1.ListGCTasksRequest
+	85,  // 104: indexify.v1.CoordinatorService.AckGCTasks:input_type -> indexify.v1.AckGCTasksRequest
+	87,  // 105: indexify.v1.ClusterService.Apply:input_type -> indexify.v1.ApplyRequest
+	89,  // 106: indexify.v1.ClusterService.Join:input_type -> indexify.v1.JoinRequest
+	98,  // 107: indexify.v1.ClusterService.Probe:input_type -> indexify.v1.ProbeRequest
+	92,  // 108: indexify.v1.ClusterService.Status:input_type -> indexify.v1.StatusRequest
+	94,  // 109: indexify.v1.ClusterService.RemovePeer:input_type -> indexify.v1.RemovePeerRequest
+	96,  // 110: indexify.v1.ClusterService.TransferLeader:input_type -> indexify.v1.TransferLeaderRequest
+	100, // 111: indexify.v1.ClusterService.Snapshot:input_type -> indexify.v1.SnapshotRequest
+	101, // 112: indexify.v1.ClusterService.Restore:input_type -> indexify.v1.SnapshotChunk
+	38,  // 113: indexify.v1.CoordinatorService.CreateNamespace:output_type -> indexify.v1.CreateNamespaceResponse
+	40,  // 114: indexify.v1.CoordinatorService.ListNamespaces:output_type -> indexify.v1.ListNamespacesResponse
+	42,  // 115: indexify.v1.CoordinatorService.ListExtractors:output_type -> indexify.v1.ListExtractorsResponse
+	44,  // 116: indexify.v1.CoordinatorService.CreateExtractionGraph:output_type -> indexify.v1.CreateExtractionGraphResponse
+	46,  // 117: indexify.v1.CoordinatorService.ListExtractionGraphs:output_type -> indexify.v1.ListExtractionGraphsResponse
+	48,  // 118: indexify.v1.CoordinatorService.DeleteExtractionGraph:output_type -> indexify.v1.DeleteExtractionGraphResponse
+	50,  // 119: indexify.v1.CoordinatorService.CreateGraphLink:output_type -> indexify.v1.CreateGraphLinkResponse
+	52,  // 120: indexify.v1.CoordinatorService.ListGraphLinks:output_type -> indexify.v1.ListGraphLinksResponse
+	55,  // 121: indexify.v1.CoordinatorService.GetAnalytics:output_type -> indexify.v1.GetAnalyticsResponse
+	57,  // 122: indexify.v1.CoordinatorService.CreateContent:output_type -> indexify.v1.CreateContentResponse
+	59,  // 123: indexify.v1.CoordinatorService.GetContent:output_type -> indexify.v1.GetContentResponse
+	61,  // 124: indexify.v1.CoordinatorService.ListContent:output_type -> indexify.v1.ListContentResponse
+	63,  // 125: indexify.v1.CoordinatorService.GetContentTree:output_type -> indexify.v1.GetContentTreeResponse
+	65,  // 126: indexify.v1.CoordinatorService.UpdateLabels:output_type -> indexify.v1.UpdateLabelsResponse
+	67,  // 127: indexify.v1.CoordinatorService.TombstoneContent:output_type -> indexify.v1.TombstoneContentResponse
+	69,  // 128: indexify.v1.CoordinatorService.WaitContent:output_type -> indexify.v1.WaitContentResponse
+	12,  // 129: indexify.v1.CoordinatorService.WatchContent:output_type -> indexify.v1.Content
+	72,  // 130: indexify.v1.CoordinatorService.ListTasks:output_type -> indexify.v1.ListTasksResponse
+	74,  // 131: indexify.v1.CoordinatorService.GetTask:output_type -> indexify.v1.GetTaskResponse
+	76,  // 132: indexify.v1.CoordinatorService.CompleteTask:output_type -> indexify.v1.CompleteTaskResponse
+	78,  // 133: indexify.v1.CoordinatorService.RegisterExecutor:output_type -> indexify.v1.RegisterExecutorResponse
+	80,  // 134: indexify.v1.CoordinatorService.ListExecutors:output_type -> indexify.v1.ListExecutorsResponse
+	82,  // 135: indexify.v1.CoordinatorService.Heartbeat:output_type -> indexify.v1.HeartbeatResponse
+	84,  // 136: indexify.v1.CoordinatorService.ListGCTasks:output_type -> indexify.v1.ListGCTasksResponse
+	86,  // 137: indexify.v1.CoordinatorService.AckGCTasks:output_type -> indexify.v1.AckGCTasksResponse
+	88,  // 138: indexify.v1.ClusterService.Apply:output_type -> indexify.v1.ApplyResponse
+	90,  // 139: indexify.v1.ClusterService.Join:output_type -> indexify.v1.JoinResponse
+	99,  // 140: indexify.v1.ClusterService.Probe:output_type -> indexify.v1.ProbeResponse
+	93,  // 141: indexify.v1.ClusterService.Status:output_type -> indexify.v1.StatusResponse
+	95,  // 142: indexify.v1.ClusterService.RemovePeer:output_type -> indexify.v1.RemovePeerResponse
+	97,  // 143: indexify.v1.ClusterService.TransferLeader:output_type -> indexify.v1.TransferLeaderResponse
+	101, // 144: indexify.v1.ClusterService.Snapshot:output_type -> indexify.v1.SnapshotChunk
+	102, // 145: indexify.v1.ClusterService.Restore:output_type -> indexify.v1.RestoreResponse
+	113, // [113:146] is the sub-list for method output_type
+	80,  // [80:113] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_indexify_v1_indexify_proto_init() }
@@ -7086,6 +7256,7 @@ func file_indexify_v1_indexify_proto_init() {
 		(*Command_AckGcTasks)(nil),
 		(*Command_UpsertNode)(nil),
 		(*Command_RemoveNode)(nil),
+		(*Command_CompleteTaskV2)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

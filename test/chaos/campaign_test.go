@@ -2,8 +2,9 @@
 // executors and clients each run in their own network namespace; a seeded
 // nemesis kills, pauses, partitions, re-addresses, wipes and slows nodes
 // while clients ingest content and read/write label registers; afterwards
-// the history is checked for linearizability (porcupine) and the final
-// state for lost writes and stuck tasks. See docs/reliability.md.
+// the history is checked for linearizability (porcupine), the final state
+// for lost writes and stuck tasks, and every replica's state digest for
+// divergence. See docs/reliability.md.
 package chaos
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/indexify-go/indexify/internal/retry"
 )
 
 var (
@@ -39,6 +41,10 @@ func TestMain(m *testing.M) {
 		os.Exit(verifyMain())
 	case "proxy":
 		os.Exit(proxyMain())
+	case "digest":
+		os.Exit(digestMain())
+	case "http":
+		os.Exit(httpMain())
 	}
 	os.Exit(m.Run())
 }
@@ -59,6 +65,9 @@ type campaign struct {
 	apiTimeout     time.Duration
 	partitionHold  time.Duration
 	strictMajority bool
+	// wipeMajority ends the campaign with the identity fault, after the
+	// history's checks (wipemajority_test.go).
+	wipeMajority bool
 }
 
 func seedFor(t *testing.T) int64 {
@@ -72,7 +81,7 @@ func seedFor(t *testing.T) int64 {
 // nodes every fault kind once in a seeded order, on 5 nodes a seeded
 // handful.
 func plan(t *testing.T, nodes int, defaultCount int) campaign {
-	c := campaign{nodes: nodes, seed: seedFor(t)}
+	c := campaign{nodes: nodes, seed: seedFor(t), wipeMajority: true}
 	rng := rand.New(rand.NewSource(c.seed))
 	for _, i := range rng.Perm(len(allFaults)) {
 		c.kinds = append(c.kinds, allFaults[i])
@@ -180,7 +189,18 @@ func runCampaign(t *testing.T, c campaign) {
 			t.Logf("%d operation(s) failed while a majority was connected (tolerated up to %d): %v", len(bad), tolerated, bad)
 		}
 	}
-	writeSummary(t, dir, c, sum, n.faults, ops)
+	faults := n.faults
+	if c.wipeMajority {
+		// Last: this fault discards the acknowledged writes checked above.
+		f, res := n.wipeMajority()
+		n.logf("fault %d %-16s %-28s %s", len(faults)+1, f.Kind, f.Target, res.summaryRow())
+		faults = append(faults, f)
+		sum.identity = &res
+		for _, p := range res.Problems {
+			t.Errorf("%s: %s", kWipeMajority, p)
+		}
+	}
+	writeSummary(t, dir, c, sum, faults, ops)
 }
 
 type summary struct {
@@ -197,6 +217,10 @@ type summary struct {
 	terms                       int
 	holdings                    int
 	registerOps, indetRegWrites int
+	digestProblem               string
+	digestIndex                 uint64
+	divergent                   int
+	identity                    *identityResult // the campaign's last fault, if run
 }
 
 func summarize(t *testing.T, e *env, n *nemesis, ops []op, dir string) summary {
@@ -277,7 +301,26 @@ func summarize(t *testing.T, e *env, n *nemesis, ops []op, dir string) summary {
 	}
 	sort.Strings(s.multiTerm)
 
+	// Replicas: every coordinator's state digest at one applied index.
+	var haddrs []string
+	for _, c := range e.coords {
+		haddrs = append(haddrs, c.ip+":"+healthPort)
+	}
+	var dres digestResult
+	if err := e.runHelper("digest", digestConfig{Addrs: haddrs, Timeout: time.Minute}, &dres, 2*time.Minute); err != nil {
+		s.digestProblem = err.Error()
+	} else {
+		s.digestProblem, s.divergent = digestVerdict(dres.Views)
+		if len(dres.Views) > 0 {
+			s.digestIndex = dres.Views[0].AppliedIndex
+		}
+		t.Logf("chaos: state digests after %d round(s): %+v", dres.Rounds, dres.Views)
+	}
+
 	// The verdicts.
+	if s.digestProblem != "" {
+		t.Errorf("replica check: %s", s.digestProblem)
+	}
 	if len(s.lost) > 0 {
 		t.Errorf("%d acknowledged ingests lost: %v", len(s.lost), first(s.lost, 20))
 	}
@@ -330,6 +373,11 @@ func writeSummary(t *testing.T, dir string, c campaign, s summary, faults []faul
 	row("acknowledged ingests", len(s.ackedIngests))
 	row("acknowledged writes lost", len(s.lost))
 	row("register history linearizable", linText(s.lin))
+	digests := fmt.Sprintf("%d (all %d equal at applied index %d)", s.divergent, c.nodes, s.digestIndex)
+	if s.digestProblem != "" {
+		digests = fmt.Sprintf("%d (%s)", s.divergent, s.digestProblem)
+	}
+	row("divergent replicas (state digests)", digests)
 	row("register ops (indeterminate writes)", fmt.Sprintf("%d (%d)", s.registerOps, s.indetRegWrites))
 	row("worst recovery after heal", s.worst.Round(time.Millisecond))
 	row("faults without recovery within bound", len(s.unrecovered))
@@ -337,6 +385,9 @@ func writeSummary(t *testing.T, dir string, c campaign, s summary, faults []faul
 		s.verify.Tasks, s.verify.Terminal, s.verify.Assigned, len(s.verify.Orphans)))
 	row("executor task holdings checked (double holds)", fmt.Sprintf("%d (%d)", s.holdings, len(s.double)))
 	row("scheduler terms (terms with >1 scheduler)", fmt.Sprintf("%d (%d)", s.terms, len(s.multiTerm)))
+	if s.identity != nil {
+		row("last: majority wiped while the minority was down", s.identity.summaryRow())
+	}
 	// "writes ok while held" shows availability during the fault (not a
 	// check: a minority may rightly refuse writes).
 	fmt.Fprintf(&b, "\n| # | fault | target | held | writes ok while held | recovery |\n|---|---|---|---|---|---|\n")
@@ -363,15 +414,7 @@ func linText(r porcupine.CheckResult) string {
 // waitFor polls cond until it returns nil or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond) // poll interval
+	if err := retry.PollFor(timeout, 200*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: not within %s: %v", what, timeout, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/indexify-go/indexify/internal/wire"
 )
 
 // The campaign's verdicts are only worth something if the checkers reject
@@ -129,5 +131,43 @@ func TestSplitLogfmt(t *testing.T) {
 	m := splitLogfmt(`time=2026-01-01T10:00:00.000Z level=INFO msg="a \"quoted\" msg" k=v empty=`)
 	if m["msg"] != `a "quoted" msg` || m["k"] != "v" || m["level"] != "INFO" {
 		t.Fatalf("%q", m)
+	}
+}
+
+func TestDigestVerdict(t *testing.T) {
+	v := func(id string, applied uint64, sum string) digestView {
+		return digestView{Addr: id + ":8960", StateDigest: wire.StateDigest{NodeID: id, AppliedIndex: applied, SHA256: sum}}
+	}
+	if p, d := digestVerdict([]digestView{v("a", 7, "x"), v("b", 7, "x"), v("c", 7, "x")}); p != "" || d != 0 {
+		t.Errorf("equal replicas: %q %d", p, d)
+	}
+	p, d := digestVerdict([]digestView{v("a", 7, "x"), v("b", 7, "y"), v("c", 7, "x")})
+	if d != 1 || !strings.Contains(p, "divergent") || !strings.Contains(p, "[b]=y") || !strings.Contains(p, "[a c]=x") {
+		t.Errorf("one divergent replica: %q %d", p, d)
+	}
+	if p, _ := digestVerdict([]digestView{v("a", 7, "x"), v("b", 8, "x")}); !strings.Contains(p, "same applied index") {
+		t.Errorf("different indexes: %q", p)
+	}
+	dead := v("c", 0, "")
+	dead.Err = "connection refused"
+	if p, _ := digestVerdict([]digestView{v("a", 7, "x"), dead}); !strings.Contains(p, "did not answer") {
+		t.Errorf("unanswered: %q", p)
+	}
+	if p, _ := digestVerdict(nil); p == "" {
+		t.Error("no views passed")
+	}
+}
+
+func TestIdentitySummaryRow(t *testing.T) {
+	ok := identityResult{Minority: []string{"coordinator-2"}, OldID: "aaaa", NewID: "bbbb",
+		Pinned:   map[string]digestView{"coordinator-2": {StateDigest: wire.StateDigest{AppliedIndex: 41}}},
+		NewViews: []digestView{{StateDigest: wire.StateDigest{AppliedIndex: 9}}, {StateDigest: wire.StateDigest{AppliedIndex: 9}}}}
+	if got, want := ok.summaryRow(), "refused: old cluster aaaa, new cluster bbbb; returning replica unchanged (coordinator-2@41); new cluster's 2 replicas equal at 9"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	bad := ok
+	bad.fail("coordinator-2's replica changed")
+	if got := bad.summaryRow(); !strings.HasPrefix(got, "FAILED: coordinator-2's replica changed") {
+		t.Errorf("a failed check reads %q", got)
 	}
 }

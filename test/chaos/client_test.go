@@ -16,6 +16,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/indexify-go/indexify/internal/retry"
+	"github.com/indexify-go/indexify/internal/wire"
 )
 
 // The workload client runs as its own process inside the clients' network
@@ -156,15 +159,11 @@ func (a *apiClient) readLabel(ctx context.Context, ns, id string) (int64, int, [
 	if err != nil || code != http.StatusOK {
 		return 0, code, b, err
 	}
-	var out struct {
-		Meta struct {
-			Labels map[string]json.RawMessage `json:"labels"`
-		} `json:"content_metadata"`
-	}
+	var out wire.ContentMetadata
 	if err := json.Unmarshal(b, &out); err != nil {
 		return 0, code, b, err
 	}
-	raw, ok := out.Meta.Labels["v"]
+	raw, ok := out.ContentMetadata.Labels["v"]
 	if !ok {
 		return -1, code, b, nil
 	}
@@ -189,7 +188,8 @@ func (a *apiClient) setup(ctx context.Context, cfg clientConfig) error {
 	}
 	steps := []func() error{
 		func() error {
-			code, b, err := a.do(ctx, http.MethodPost, "/namespaces", "application/json", []byte(`{"name":"`+cfg.Namespace+`"}`))
+			body, _ := json.Marshal(wire.NamespaceRequest{Name: cfg.Namespace})
+			code, b, err := a.do(ctx, http.MethodPost, "/namespaces", "application/json", body)
 			return okOr(code, b, err, "create namespace")
 		},
 		func() error {
@@ -209,15 +209,9 @@ func (a *apiClient) setup(ctx context.Context, cfg clientConfig) error {
 		})
 	}
 	for _, step := range steps {
-		for {
-			err := step()
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return err
-			}
-			time.Sleep(200 * time.Millisecond) // retry pacing while the cluster forms
+		// Retried while the cluster forms, until ctx ends.
+		if err := retry.Poll(ctx, 200*time.Millisecond, step); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/indexify-go/indexify/internal/retry"
 	"github.com/indexify-go/indexify/test/harness"
 )
 
@@ -224,6 +225,9 @@ type statusView struct {
 	Leader string `json:"leader"`
 	Term   uint64 `json:"term"`
 	Voters int    `json:"voters"`
+	// HealthyVoters counts the voters this node reports healthy.
+	HealthyVoters int    `json:"healthy_voters"`
+	ClusterID     string `json:"cluster_id"`
 }
 
 // status asks every running coordinator (from the clients' namespace).
@@ -241,11 +245,34 @@ func (e *env) status() []statusView {
 	return out
 }
 
+// wholeLeader is like leader, but also requires that the leader counts every
+// coordinator as a healthy voter: no node is a non-voter catching up after a
+// wipe, or otherwise behind. Wiping a disk is only within Raft's fault model
+// in such a cluster: wiping a voter while another is still a non-voter
+// loses the data of a majority of the voters (the cluster then rightly
+// stays unavailable: the wiped node withholds its vote). nil if not so
+// within timeout.
+func (e *env) wholeLeader(timeout time.Duration) *coord {
+	var whole *coord
+	retry.PollUntil(timeout, 200*time.Millisecond, func() bool {
+		if l := e.leader(time.Second); l != nil {
+			for _, s := range e.status() {
+				if s.ID == l.id && s.State == "Leader" && s.Voters == len(e.coords) && s.HealthyVoters == len(e.coords) {
+					whole = l
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return whole
+}
+
 // leader returns the coordinator that a majority of all nodes names as
 // leader and that says so itself, polling until timeout; nil if none.
 func (e *env) leader(timeout time.Duration) *coord {
-	deadline := time.Now().Add(timeout)
-	for {
+	var leader *coord
+	retry.PollUntil(timeout, 200*time.Millisecond, func() bool {
 		votes := map[string]int{}
 		self := map[string]bool{}
 		for _, s := range e.status() {
@@ -258,12 +285,11 @@ func (e *env) leader(timeout time.Duration) *coord {
 		}
 		for _, c := range e.coords {
 			if self[c.id] && votes[c.id] > len(e.coords)/2 {
-				return c
+				leader = c
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond) // poll interval
-	}
+		return false
+	})
+	return leader
 }

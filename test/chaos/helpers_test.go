@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/indexify-go/indexify/internal/retry"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -66,9 +67,13 @@ func statusMain() int {
 				return
 			}
 			out[i].ID, out[i].State, out[i].Leader, out[i].Term = st.GetNodeId(), st.GetState(), st.GetLeaderId(), st.GetTerm()
+			out[i].ClusterID = st.GetClusterId()
 			for _, m := range st.GetMembers() {
 				if m.GetSuffrage() == "voter" {
 					out[i].Voters++
+					if m.GetHealthy() {
+						out[i].HealthyVoters++
+					}
 				}
 			}
 		}()
@@ -132,22 +137,15 @@ func verifyMain() int {
 		}
 		return last
 	}
-	deadline := time.Now().Add(cfg.Timeout)
 	var res verifyResult
-	for {
+	retry.PollUntil(cfg.Timeout, 500*time.Millisecond, func() bool {
 		res = verifyResult{}
 		err := verifyOnce(cfg, anyNode, lin, &res)
-		if err == nil && len(res.Orphans) == 0 {
-			break
-		}
 		if err != nil {
 			res.Err = err.Error()
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond) // poll interval
-	}
+		return err == nil && len(res.Orphans) == 0
+	})
 	_ = json.NewEncoder(os.Stdout).Encode(res)
 	return 0
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/indexify-go/indexify/internal/retry"
 )
 
 // Fault kinds. Every fault is injected, held for a random time, then healed;
@@ -22,10 +24,15 @@ const (
 	kWipe          = "wipe-follower"   // follower's disk wiped, then rejoins
 	kRestartAll    = "restart-all"     // every coordinator killed, then started
 	kSlowLink      = "slow-link"       // latency on the links into coordinator-0
+	// A follower's disk wiped and the follower restarted, then the leader
+	// crashed at once: the wiped voter's window (issue 13 item 2). Without
+	// the vote hold, the wiped node's vote could elect a peer that lacks
+	// entries the lost copy helped commit.
+	kWipeKillLeader = "wipe-follower+kill-leader"
 )
 
 var allFaults = []string{kKillLeader, kKillFollower, kPause, kIsolateLeader, kMajority, kSplit,
-	kNewAddress, kWipe, kRestartAll, kSlowLink}
+	kNewAddress, kWipe, kRestartAll, kSlowLink, kWipeKillLeader}
 
 // fault records one injection.
 type fault struct {
@@ -43,6 +50,10 @@ func (f fault) recovery() time.Duration {
 	}
 	return time.Duration(f.Recovered - f.Heal)
 }
+
+// wholeWait bounds the wait for a whole cluster (every coordinator a
+// healthy voter) before a wipe.
+const wholeWait = time.Minute
 
 type nemesis struct {
 	e       *env
@@ -138,7 +149,16 @@ func (n *nemesis) inject(kind string) (fault, error) {
 	var err error
 	switch kind {
 	case kKillLeader, kKillFollower, kWipe:
-		l := n.leaderOr(&f)
+		var l *coord
+		wipe := kind == kWipe
+		if wipe {
+			if l = e.wholeLeader(wholeWait); l == nil {
+				wipe, f.Note = false, "cluster not whole: killed instead of wiped"
+			}
+		}
+		if l == nil {
+			l = n.leaderOr(&f)
+		}
 		victim := l
 		if kind != kKillLeader {
 			victim = n.pick(n.followers(l))
@@ -146,13 +166,33 @@ func (n *nemesis) inject(kind string) (fault, error) {
 		f.Target = victim.id
 		f.Start = time.Now().UnixNano()
 		victim.p.kill()
-		if kind == kWipe {
+		if wipe {
 			err = os.RemoveAll(victim.dataDir)
 			n.hold(500*time.Millisecond, time.Second)
 		} else {
 			n.hold(time.Second, 4*time.Second)
 		}
 		e.startCoord(victim)
+	case kWipeKillLeader:
+		l := e.wholeLeader(wholeWait)
+		wipe := l != nil
+		if !wipe {
+			l = n.leaderOr(&f)
+			f.Note = "cluster not whole: follower restarted without wiping"
+		}
+		victim := n.pick(n.followers(l))
+		f.Target = victim.id + " wiped, " + l.id + " killed"
+		f.Start = time.Now().UnixNano()
+		victim.p.kill()
+		if wipe {
+			err = os.RemoveAll(victim.dataDir)
+		}
+		e.startCoord(victim)
+		// The leader dies while the wiped node is starting or catching up.
+		n.hold(0, 500*time.Millisecond)
+		l.p.kill()
+		n.hold(time.Second, 4*time.Second)
+		e.startCoord(l)
 	case kPause:
 		victim := n.pick(e.coords)
 		if l := e.leader(15 * time.Second); l != nil && n.rng.Intn(2) == 0 {
@@ -252,15 +292,11 @@ func (n *nemesis) inject(kind string) (fault, error) {
 // awaitRecovery polls the history until a write returned after the heal.
 func (n *nemesis) awaitRecovery(f *fault) {
 	deadline := time.Unix(0, f.Heal).Add(n.bound)
-	for time.Now().Before(deadline) {
-		if r := firstWriteOKAfter(n.hist.poll(), f.Heal); r != 0 {
-			f.Recovered = r
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // poll interval
-	}
-	f.Recovered = firstWriteOKAfter(n.hist.poll(), f.Heal)
-	if f.Recovered > time.Unix(0, f.Heal).Add(n.bound).UnixNano() {
+	retry.PollUntil(time.Until(deadline), 100*time.Millisecond, func() bool {
+		f.Recovered = firstWriteOKAfter(n.hist.poll(), f.Heal)
+		return f.Recovered != 0
+	})
+	if f.Recovered > deadline.UnixNano() {
 		f.Recovered = 0
 	}
 }

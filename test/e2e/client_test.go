@@ -14,32 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	"github.com/indexify-go/indexify/test/harness"
 )
 
 // Thin helpers over the public HTTP API, written from the user's side: the
 // paths and JSON names are the original Indexify API's.
 
-type content struct {
-	ID         string                     `json:"id"`
-	ParentID   string                     `json:"parent_id"`
-	RootID     string                     `json:"root_content_id"`
-	Source     string                     `json:"source"`
-	MimeType   string                     `json:"mime_type"`
-	StorageURL string                     `json:"storage_url"`
-	Labels     map[string]json.RawMessage `json:"labels"`
-	Hash       string                     `json:"hash"`
-	Size       int64                      `json:"size"`
-	Extracted  map[string]json.RawMessage `json:"extracted_metadata"`
-	GraphNames []string                   `json:"extraction_graph_names"`
-}
-
-type task struct {
-	ID        string `json:"id"`
-	Outcome   string `json:"outcome"`
-	Attempts  int    `json:"attempts"`
-	LastError string `json:"last_error"`
-}
+// The JSON shapes are the server's own (internal/wire): a renamed field
+// fails to compile here rather than reading as empty.
+type (
+	content = wire.Content
+	task    = wire.Task
+)
 
 func mustStatus(t *testing.T, want int, code int, body []byte, err error, what string) {
 	t.Helper()
@@ -67,9 +54,7 @@ func upload(t *testing.T, api *harness.HTTP, ns, graph, id string, data []byte, 
 	if err != nil || code/100 != 2 {
 		t.Fatalf("upload: %d %v %s", code, err, body)
 	}
-	var out struct {
-		ContentID string `json:"content_id"`
-	}
+	var out wire.ContentID
 	if err := json.Unmarshal(body, &out); err != nil || out.ContentID == "" {
 		t.Fatalf("upload answer %s: %v", body, err)
 	}
@@ -110,13 +95,11 @@ func waitContent(t *testing.T, api *harness.HTTP, ns, id string) {
 
 func contentTree(t *testing.T, api *harness.HTTP, ns, graph, id, policy string) []content {
 	t.Helper()
-	var out struct {
-		Items []content `json:"content_tree_metadata"`
-	}
+	var out wire.ContentTree
 	code, body, err := api.JSON(http.MethodGet, fmt.Sprintf("/namespaces/%s/extraction_graphs/%s/content/%s/extraction_policies/%s", ns, graph, id, policy), nil, &out)
 	mustStatus(t, http.StatusOK, code, body, err, "content tree")
 	var keep []content
-	for _, c := range out.Items {
+	for _, c := range out.ContentTreeMetadata {
 		if c.Source == policy {
 			keep = append(keep, c)
 		}
@@ -133,32 +116,30 @@ func download(t *testing.T, api *harness.HTTP, ns, id string) string {
 
 func metadata(t *testing.T, api *harness.HTTP, ns, id string) content {
 	t.Helper()
-	var out struct {
-		C content `json:"content_metadata"`
-	}
+	var out wire.ContentMetadata
 	code, body, err := api.JSON(http.MethodGet, "/namespaces/"+ns+"/content/"+id+"/metadata", nil, &out)
 	mustStatus(t, http.StatusOK, code, body, err, "metadata "+id)
-	return out.C
+	return out.ContentMetadata
 }
 
 func tasks(t *testing.T, api *harness.HTTP, ns, graph, policy string) []task {
 	t.Helper()
-	var out struct {
-		Tasks []task `json:"tasks"`
-	}
+	var out wire.Tasks
 	code, body, err := api.JSON(http.MethodGet, fmt.Sprintf("/namespaces/%s/extraction_graphs/%s/extraction_policies/%s/tasks", ns, graph, policy), nil, &out)
 	mustStatus(t, http.StatusOK, code, body, err, "tasks")
 	return out.Tasks
 }
 
 // blobPath turns a file:// storage url into a path.
-func blobPath(t *testing.T, storageURL string) string {
+// blobPath is the file of a disk blob: the API shows only its key
+// ("file:ns/id/blob", never the server's directory), under <data-dir>/blobs.
+func blobPath(t *testing.T, dataDir, storageURL string) string {
 	t.Helper()
-	u, err := url.Parse(storageURL)
-	if err != nil || u.Scheme != "file" {
-		t.Fatalf("storage url %q is not a file url", storageURL)
+	key, ok := strings.CutPrefix(storageURL, "file:")
+	if !ok || strings.HasPrefix(key, "/") || strings.Contains(key, "..") {
+		t.Fatalf("storage url %q is not a relative file url", storageURL)
 	}
-	return u.Path
+	return filepath.Join(dataDir, "blobs", filepath.FromSlash(key))
 }
 
 func fileGone(path string) error {

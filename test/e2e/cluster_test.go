@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	"github.com/indexify-go/indexify/test/harness"
 )
 
 // Each test takes its own 127.0.<subnet>.x range so clusters never collide.
 
 func createNamespace(api *harness.HTTP, name string) error {
-	code, body, err := api.JSON(http.MethodPost, "/namespaces", map[string]any{"name": name}, nil)
+	code, body, err := api.JSON(http.MethodPost, "/namespaces", wire.NamespaceRequest{Name: name}, nil)
 	if err != nil {
 		return err
 	}
@@ -33,11 +34,7 @@ func namespaceSet(t *testing.T, api *harness.HTTP) map[string]bool {
 // namespaceSetAt lists namespaces at a read consistency level.
 func namespaceSetAt(t *testing.T, api *harness.HTTP, level string) map[string]bool {
 	t.Helper()
-	var out struct {
-		Namespaces []struct {
-			Name string `json:"name"`
-		} `json:"namespaces"`
-	}
+	var out wire.Namespaces
 	code, body, err := api.JSON(http.MethodGet, "/namespaces?consistency="+level, nil, &out)
 	mustStatus(t, http.StatusOK, code, body, err, "list namespaces")
 	set := map[string]bool{}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	"github.com/indexify-go/indexify/test/harness"
 )
 
@@ -60,7 +61,7 @@ echo '{"features":[{"name":"done","value":{"by":"quick"}}]}'
 	if len(ts) != 1 || ts[0].Outcome != "success" {
 		t.Fatalf("tasks after executor loss: %+v", ts)
 	}
-	if _, ok := metadata(t, api, ns, id).Extracted["done"]; !ok {
+	if _, ok := metadata(t, api, ns, id).ExtractedMetadata["done"]; !ok {
 		t.Fatalf("the replacement executor's result is missing: %+v", metadata(t, api, ns, id))
 	}
 }
@@ -209,10 +210,7 @@ func checkError(t *testing.T, code int, body []byte, err error, want int) {
 	if code != want {
 		t.Fatalf("status %d, want %d: %s", code, want, body)
 	}
-	var e struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
+	var e wire.Error
 	if err := json.Unmarshal(body, &e); err != nil || e.Error == "" || e.Code == "" {
 		t.Fatalf("error body %q is not the JSON error shape", body)
 	}

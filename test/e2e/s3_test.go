@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	"github.com/indexify-go/indexify/test/harness"
 )
 
@@ -67,12 +68,10 @@ func createGraphWhenOffered(t *testing.T, api *harness.HTTP, ns, spec string) {
 
 func listContent(t *testing.T, api *harness.HTTP, ns, graph string) []content {
 	t.Helper()
-	var out struct {
-		List []content `json:"content_list"`
-	}
+	var out wire.ContentList
 	code, body, err := api.JSON(http.MethodGet, "/namespaces/"+ns+"/extraction_graphs/"+graph+"/content", nil, &out)
 	mustStatus(t, http.StatusOK, code, body, err, "list content")
-	return out.List
+	return out.ContentList
 }
 
 // The whole pipeline with blobs in S3: upload, extraction by the executor
@@ -132,7 +131,7 @@ func TestS3Pipeline(t *testing.T) {
 
 	// Deleting the content removes the current object too.
 	cur := s3Object(t, srv, metadata(t, api, ns, id).StorageURL)
-	code, body, err = api.JSON(http.MethodDelete, "/namespaces/"+ns+"/content", map[string]any{"content_ids": []string{id}}, nil)
+	code, body, err = api.JSON(http.MethodDelete, "/namespaces/"+ns+"/content", wire.ContentIDs{ContentIDs: []string{id}}, nil)
 	if err != nil || code/100 != 2 {
 		t.Fatalf("delete: %d %v %s", code, err, body)
 	}
@@ -163,7 +162,7 @@ func TestS3TwoAPIServersShareBucket(t *testing.T) {
 	}
 	for i, id := range ids {
 		waitContent(t, a, ns, id) // extracted by the executor via B
-		if len(metadata(t, a, ns, id).Extracted) == 0 {
+		if len(metadata(t, a, ns, id).ExtractedMetadata) == 0 {
 			t.Fatalf("content %s was not extracted", id)
 		}
 		want := fmt.Sprintf("payload %d stored via server A", i)
@@ -172,7 +171,7 @@ func TestS3TwoAPIServersShareBucket(t *testing.T) {
 		}
 	}
 	obj := s3Object(t, srv, metadata(t, b, ns, ids[0]).StorageURL)
-	code, body, err := b.JSON(http.MethodDelete, "/namespaces/"+ns+"/content", map[string]any{"content_ids": []string{ids[0]}}, nil)
+	code, body, err := b.JSON(http.MethodDelete, "/namespaces/"+ns+"/content", wire.ContentIDs{ContentIDs: []string{ids[0]}}, nil)
 	if err != nil || code/100 != 2 {
 		t.Fatalf("delete via B: %d %v %s", code, err, body)
 	}
@@ -200,10 +199,7 @@ func TestS3OutageAnswers503(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var e struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
+		var e wire.Error
 		if code != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Code != "unavailable" || e.Error == "" {
 			t.Fatalf("upload during outage: %d %s, want 503 with code unavailable", code, body)
 		}

@@ -263,13 +263,13 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) {
 	})
 }
 
-// StartServer runs an API server process against the cluster's coordinators
-// and waits until it answers.
-func (c *Cluster) StartServer() (*Proc, *HTTP) {
+// StartServer runs an API server process (with extra flags) against the
+// cluster's coordinators and waits until it answers.
+func (c *Cluster) StartServer(extra ...string) (*Proc, *HTTP) {
 	c.t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(FreePort(c.t, "127.0.0.1"))
-	p := Start(c.t, "api-server", "server", "--coordinator-addr", c.Targets(), "--api-addr", addr,
-		"--data-dir", filepath.Join(c.base, "api"))
+	p := Start(c.t, "api-server", append([]string{"server", "--coordinator-addr", c.Targets(), "--api-addr", addr,
+		"--data-dir", filepath.Join(c.base, "api")}, extra...)...)
 	h := NewHTTP("http://" + addr)
 	Eventually(c.t, 30*time.Second, "API server answers", func() error {
 		code, _, err := h.Do(context.Background(), "GET", "/", "", nil)
@@ -287,3 +287,18 @@ func (c *Cluster) StartServer() (*Proc, *HTTP) {
 // Readdress moves node i to a new loopback address (the node keeps its id
 // and data); restart it to take effect.
 func (c *Cluster) Readdress(i int, ip string) { c.Nodes[i].IP = ip }
+
+// RefusalLogged reports whether a coordinator's output holds the ERROR line
+// of a refusal of another cluster's traffic naming both cluster ids (text or
+// JSON log format): what an operator sees when two clusters share member
+// names (internal/cluster/clusterid.go).
+func RefusalLogged(out, ours, theirs string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		text := strings.Contains(l, "level=ERROR") && strings.Contains(l, "ours="+ours) && strings.Contains(l, "theirs="+theirs)
+		json := strings.Contains(l, `"level":"ERROR"`) && strings.Contains(l, `"ours":"`+ours+`"`) && strings.Contains(l, `"theirs":"`+theirs+`"`)
+		if text || json {
+			return true
+		}
+	}
+	return false
+}

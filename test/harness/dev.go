@@ -1,12 +1,13 @@
 package harness
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/indexify-go/indexify/internal/wire"
 )
 
 // Dev is a running `indexify dev` process on loopback ports.
@@ -51,11 +52,7 @@ func (d *Dev) start() {
 		if d.Proc.Exited() {
 			d.t.Fatalf("indexify dev exited:\n%s", d.Proc.Output())
 		}
-		var out struct {
-			Namespaces []struct {
-				Name string `json:"name"`
-			} `json:"namespaces"`
-		}
+		var out wire.Namespaces
 		code, body, err := d.API.JSON(http.MethodGet, "/namespaces", nil, &out)
 		if err != nil {
 			return err
@@ -70,12 +67,10 @@ func (d *Dev) start() {
 		}
 		return fmt.Errorf("no default namespace yet: %s", body)
 	})
-	// The embedded executor registers its extractors a moment after the API
-	// answers; graphs naming them are refused until then.
+	// dev answers only once its executor is registered (cmd/indexify
+	// dev_test.go proves it); this check stays as a cheap guard.
 	Eventually(d.t, 30*time.Second, "indexify dev's executor registered", func() error {
-		var out struct {
-			Extractors []json.RawMessage `json:"extractors"`
-		}
+		var out wire.Extractors
 		code, body, err := d.API.JSON(http.MethodGet, "/extractors", nil, &out)
 		if err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/indexify-go/indexify/internal/freeport"
+	"github.com/indexify-go/indexify/internal/retry"
 )
 
 var (
@@ -64,15 +66,12 @@ func repoRoot() (string, error) {
 	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// FreePort returns a TCP port free on host at the time of the call.
+// FreePort returns a TCP port free on host, outside the kernel's ephemeral
+// range and reserved against every other test on the machine until t ends
+// (see internal/freeport).
 func FreePort(t testing.TB, host string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatalf("free port on %s: %v", host, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return freeport.Take(t, host)
 }
 
 // Proc is one running child process.
@@ -169,17 +168,35 @@ func (p *Proc) Exited() bool {
 // Eventually polls cond every 50ms until it returns nil or timeout passes.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		if last = cond(); last == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
+	if err := retry.PollFor(timeout, 50*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: not true within %s: %v", what, timeout, err)
 	}
+}
+
+// Spread picks up to max of n items evenly: their indices, ascending,
+// always the first and the last (for checking a sample of a long run).
+func Spread(n, max int) []int {
+	if n <= 0 || max <= 0 {
+		return nil
+	}
+	if n <= max {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	if max == 1 {
+		return []int{n - 1}
+	}
+	out := make([]int, 0, max)
+	for i := range max {
+		j := (i*(n-1) + (max-1)/2) / (max - 1) // i*(n-1)/(max-1), rounded
+		if len(out) == 0 || out[len(out)-1] != j {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // HTTP is a tiny JSON client for the API server.

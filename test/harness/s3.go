@@ -39,15 +39,7 @@ var (
 // .ci/run builds it there before the tests; tests build it themselves when
 // it is missing, so a plain `go test` works too (slowly, the first time).
 func VersityGWPath() string {
-	dir := os.Getenv("INDEXIFY_TOOLS_DIR")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		dir = filepath.Join(home, ".cache", "indexify-tools")
-	}
-	return filepath.Join(dir, "versitygw-"+VersityGWVersion, "versitygw")
+	return filepath.Join(toolsDir(), "versitygw-"+VersityGWVersion, "versitygw")
 }
 
 // VersityGW returns the path of a built versitygw, building it if needed.
@@ -55,34 +47,49 @@ func VersityGW(t testing.TB) string {
 	t.Helper()
 	vgwOnce.Do(func() {
 		vgwPath = VersityGWPath()
-		if _, err := os.Stat(vgwPath); err == nil {
-			return
-		}
-		// Build into a private directory and rename into place, so test
-		// binaries building concurrently never see a half-written file.
-		if err := os.MkdirAll(filepath.Dir(vgwPath), 0o755); err != nil {
-			vgwErr = err
-			return
-		}
-		tmp, err := os.MkdirTemp(filepath.Dir(vgwPath), "build-")
-		if err != nil {
-			vgwErr = err
-			return
-		}
-		defer os.RemoveAll(tmp)
-		cmd := exec.Command("go", "install", VersityGWModule+"@"+VersityGWVersion)
-		cmd.Dir = tmp // outside this module: go install pkg@version ignores go.mod
-		cmd.Env = append(os.Environ(), "GOBIN="+tmp, "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			vgwErr = fmt.Errorf("building versitygw: %v\n%s", err, out)
-			return
-		}
-		vgwErr = os.Rename(filepath.Join(tmp, "versitygw"), vgwPath)
+		vgwErr = buildTool(vgwPath, VersityGWModule, VersityGWVersion)
 	})
 	if vgwErr != nil {
 		t.Fatal(vgwErr)
 	}
 	return vgwPath
+}
+
+// toolsDir is $INDEXIFY_TOOLS_DIR, by default ~/.cache/indexify-tools.
+func toolsDir() string {
+	if dir := os.Getenv("INDEXIFY_TOOLS_DIR"); dir != "" {
+		return dir
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, ".cache", "indexify-tools")
+}
+
+// buildTool builds module@version (a main package) into path unless a file
+// is already there.
+func buildTool(path, module, version string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	// Build into a private directory and rename into place, so test
+	// binaries building concurrently never see a half-written file.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(path), "build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command("go", "install", module+"@"+version)
+	cmd.Dir = tmp // outside this module: go install pkg@version ignores go.mod
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s@%s: %v\n%s", module, version, err, out)
+	}
+	return os.Rename(filepath.Join(tmp, filepath.Base(module)), path)
 }
 
 // S3Server is a versitygw process serving S3 on a loopback port, storing
@@ -166,7 +173,16 @@ func (s *S3Server) CredentialsFile() string {
 // startExternal runs a non-indexify program like Start does.
 func startExternal(t testing.TB, name, bin string, args ...string) *Proc {
 	t.Helper()
+	return startExternalEnv(t, name, bin, nil, args...)
+}
+
+// startExternalEnv is startExternal with extra environment (KEY=VALUE).
+func startExternalEnv(t testing.TB, name, bin string, env []string, args ...string) *Proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	p := &Proc{Name: name, cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	w := lockedWriter{mu: p.mu, b: p.log}
 	cmd.Stdout, cmd.Stderr = w, w

@@ -35,7 +35,7 @@ for s in kube-scheduler kube-controller-manager kube-apiserver coredns etcd cont
 # Leftover shims (each is its own session; found by our containerd's socket
 # path on their command line, never by a broad name).
 for p in /proc/[0-9]*; do
-  if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "-address $CTR_SOCK"; then kill -KILL "${p#/proc/}" 2>/dev/null; fi
+  if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "-address $CTR_SOCK"; then kill -KILL "${p#/proc/}" 2>/dev/null; fi
 done
 
 # Pod network namespaces and every mount under our directory (deepest

@@ -140,6 +140,7 @@ run kube-apiserver "$K8S_BIN/kube-apiserver" --etcd-servers "http://$NODE_IP:237
   --service-cluster-ip-range "$SERVICE_CIDR" --client-ca-file "$pki/ca.crt" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
+  --kubelet-preferred-address-types InternalIP \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --authorization-mode Node,RBAC --allow-privileged=false --profiling=false
@@ -191,6 +192,9 @@ docker save "${refs[@]}" | ctr -a "$CTR_SOCK" -n k8s.io images import - >/dev/nu
 docker image rm "${refs[@]}" >/dev/null 2>&1 || true
 
 # ---- kubelet and kube-proxy
+# The budget counts from here: building our image above (make image) is
+# bounded by the caller and takes minutes when the build cache is cold.
+start=$SECONDS
 cat >"$IDXK8S_DIR/etc/kubelet.yaml" <<X
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

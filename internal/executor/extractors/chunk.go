@@ -18,21 +18,34 @@ const ChunkerName = "tensorlake/chunk-extractor"
 const (
 	defaultChunkSize = 100
 	defaultOverlap   = 0
+	// MaxChunkSize bounds chunk_size (code points). The schema says so, so a
+	// graph asking for more is refused when it is created, not by every task.
+	MaxChunkSize = 1_000_000
+	// MaxChunks bounds the chunks made from one content; input that would
+	// make more fails the task with a message saying how to fix the params.
+	// It equals state.MaxChildrenPerContent, the coordinator's bound on the
+	// children of one content (a test checks they agree).
+	MaxChunks = 10_000
 )
 
+// chunkerSchema states every bound the chunker enforces, so the coordinator
+// refuses bad params when the graph is created: ranges in JSON schema, and
+// overlap < chunk_size in the x-indexify-less-than keyword (state's
+// validateParams applies it; JSON schema cannot compare two fields).
 var chunkerSchema = mustJSON(map[string]any{
 	"type": "object",
 	"properties": map[string]any{
 		"chunk_size": map[string]any{
-			"type": "integer", "minimum": 1, "default": defaultChunkSize,
+			"type": "integer", "minimum": 1, "maximum": MaxChunkSize, "default": defaultChunkSize,
 			"description": "characters (Unicode code points) per chunk",
 		},
 		"overlap": map[string]any{
-			"type": "integer", "minimum": 0, "default": defaultOverlap,
+			"type": "integer", "minimum": 0, "maximum": MaxChunkSize - 1, "default": defaultOverlap,
 			"description": "characters shared by consecutive chunks; must be less than chunk_size",
 		},
 	},
 	"additionalProperties": false,
+	"x-indexify-less-than": map[string]any{"overlap": "chunk_size"},
 })
 
 // Chunker splits text into fixed-size, optionally overlapping chunks, one
@@ -76,14 +89,14 @@ func ParseChunkParams(raw json.RawMessage) (ChunkParams, error) {
 		switch k {
 		case "chunk_size":
 			n, err := jsonInt(v)
-			if err != nil || n < 1 {
-				return p, fmt.Errorf("chunk_size must be an integer >= 1, got %s", v)
+			if err != nil || n < 1 || n > MaxChunkSize {
+				return p, fmt.Errorf("chunk_size must be an integer from 1 to %d, got %s", MaxChunkSize, v)
 			}
 			p.ChunkSize = n
 		case "overlap":
 			n, err := jsonInt(v)
-			if err != nil || n < 0 {
-				return p, fmt.Errorf("overlap must be an integer >= 0, got %s", v)
+			if err != nil || n < 0 || n >= MaxChunkSize {
+				return p, fmt.Errorf("overlap must be an integer from 0 to %d, got %s", MaxChunkSize-1, v)
 			}
 			p.Overlap = n
 		default:
@@ -131,6 +144,10 @@ func (*Chunker) Extract(ctx context.Context, in Input) (*Output, error) {
 	if !utf8.Valid(in.Data) {
 		return nil, fmt.Errorf("content is not valid UTF-8 text")
 	}
+	if n := ChunkCount(utf8.RuneCount(in.Data), p.ChunkSize, p.Overlap); n > MaxChunks {
+		return nil, fmt.Errorf("%d characters with chunk_size %d and overlap %d make %d chunks; at most %d chunks per content are allowed (raise chunk_size or lower overlap)",
+			utf8.RuneCount(in.Data), p.ChunkSize, p.Overlap, n, MaxChunks)
+	}
 	chunks := ChunkText(in.Data, p.ChunkSize, p.Overlap)
 	out := &Output{Contents: make([]OutContent, 0, len(chunks))}
 	for i, c := range chunks {
@@ -145,6 +162,18 @@ func (*Chunker) Extract(ctx context.Context, in Input) (*Output, error) {
 		})
 	}
 	return out, nil
+}
+
+// ChunkCount is how many chunks ChunkText makes from n code points.
+func ChunkCount(n, size, overlap int) int {
+	if n == 0 || size < 1 || overlap < 0 || overlap >= size {
+		return 0
+	}
+	if n <= size {
+		return 1
+	}
+	step := size - overlap
+	return 1 + (n-size+step-1)/step
 }
 
 // ChunkText splits UTF-8 text into chunks of size code points, consecutive

@@ -126,3 +126,52 @@ func TestChunkerDescription(t *testing.T) {
 		t.Fatalf("missing mime types %v", want)
 	}
 }
+
+// chunk_size 1e18 used to fail every task with "must be an integer >= 1,
+// got 1e+18", which it is: the message now states the real bounds.
+func TestChunkParamsBoundsMessage(t *testing.T) {
+	for params, want := range map[string]string{
+		`{"chunk_size":1e18}`:                "chunk_size must be an integer from 1 to 1000000, got 1e18",
+		`{"chunk_size":1000001}`:             "chunk_size must be an integer from 1 to 1000000",
+		`{"chunk_size":9223372036854775808}`: "from 1 to 1000000",
+		`{"chunk_size":10,"overlap":1e29}`:   "overlap must be an integer from 0 to 999999",
+		`{"chunk_size":10,"overlap":10}`:     "overlap (10) must be less than chunk_size (10)",
+	} {
+		_, err := ParseChunkParams(json.RawMessage(params))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", params, err, want)
+		}
+	}
+	if p, err := ParseChunkParams(json.RawMessage(`{"chunk_size":1000000,"overlap":999999}`)); err != nil || p.ChunkSize != MaxChunkSize {
+		t.Errorf("largest params: %+v %v", p, err)
+	}
+}
+
+// overlap 39 / size 40 made 67 chunks from 106 bytes; a big input would
+// make millions. More than MaxChunks fails the task, saying why.
+func TestChunkerCapsChunksPerContent(t *testing.T) {
+	in := func(n int, params string) (*Output, error) {
+		return NewChunker().Extract(context.Background(), Input{Data: []byte(strings.Repeat("x", n)), MimeType: "text/plain", Params: json.RawMessage(params)})
+	}
+	// size 40, overlap 39: n code points make n-39 chunks.
+	if out, err := in(MaxChunks+39, `{"chunk_size":40,"overlap":39}`); err != nil || len(out.Contents) != MaxChunks {
+		t.Fatalf("exactly MaxChunks: %v (%d chunks)", err, len(out.Contents))
+	}
+	_, err := in(MaxChunks+40, `{"chunk_size":40,"overlap":39}`)
+	if err == nil || !strings.Contains(err.Error(), "at most 10000 chunks") {
+		t.Fatalf("one chunk too many: %v", err)
+	}
+}
+
+func TestChunkCountMatchesChunkText(t *testing.T) {
+	for n := 0; n < 60; n++ {
+		for size := 1; size < 12; size++ {
+			for overlap := 0; overlap < size; overlap++ {
+				text := []byte(strings.Repeat("é", n))
+				if got, want := ChunkCount(n, size, overlap), len(ChunkText(text, size, overlap)); got != want {
+					t.Fatalf("ChunkCount(%d,%d,%d) = %d, ChunkText made %d", n, size, overlap, got, want)
+				}
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/indexify-go/indexify/internal/retry"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
@@ -149,32 +150,26 @@ func processGone(pid int) bool {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still running", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !retry.PollUntil(10*time.Second, 10*time.Millisecond, func() bool { return processGone(pid) }) {
+		t.Fatalf("process %d still running", pid)
 	}
 }
 
 func readPid(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var text string
+	if !retry.PollUntil(10*time.Second, 10*time.Millisecond, func() bool {
 		b, err := os.ReadFile(path)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid file %s never written", path)
-		}
-		time.Sleep(10 * time.Millisecond)
+		text = string(b)
+		return err == nil && strings.HasSuffix(text, "\n")
+	}) {
+		t.Fatalf("pid file %s never written", path)
 	}
+	pid, err := strconv.Atoi(strings.TrimSpace(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 // hangingScript starts a background grandchild (which inherits stdout) and

@@ -41,11 +41,15 @@ var variants = []struct {
 	{"3 replicas", Values("coordinator.replicas", 3), 3},
 	{"5 replicas", Values("coordinator.replicas", 5), 5},
 	{"persistence off", Values("coordinator.persistence.enabled", false), 3},
+	{"API persistence off", Values("server.persistence.enabled", false), 3},
+	{"API on an existing claim", Values("server.persistence.existingClaim", "indexify-data", "server.persistence.accessMode", "ReadWriteMany"), 3},
 	{"tls on", Values("tls.enabled", true, "tls.secretName", "indexify-tls"), 3},
 	{"everything on", Values("coordinator.replicas", 7, "coordinator.antiAffinity", "hard",
 		"server.ingress.enabled", true, "server.ingress.hosts", []any{map[string]any{"host": "ix.example.com"}},
 		"metrics.serviceMonitor.enabled", true, "tls.enabled", true, "tls.secretName", "s",
-		"server.replicas", 2, "server.blob.existingClaim", "blobs"), 7},
+		"server.replicas", 2, "server.blob.existingClaim", "blobs",
+		"vectorStore.type", "weaviate", "vectorStore.weaviate.url", "http://weaviate:8080",
+		"structuredStore.type", "postgres", "structuredStore.postgres.dsnSecret.name", "pg"), 7},
 	{"s3 and security on", s3SecurityValues(), 3},
 }
 
@@ -61,6 +65,8 @@ func TestInvariants(t *testing.T) {
 			checkNoNamespace(t, r)
 			checkFileFlags(t, r)
 			checkBlobStore(t, r)
+			checkRetrievalStores(t, r)
+			checkAPIData(t, r)
 		})
 	}
 }
@@ -446,13 +452,21 @@ func checkClients(t *testing.T, r *Rendered) {
 	if got := mustArg(t, ac.Args, "--coordinator-addr"); got != want {
 		t.Errorf("API server --coordinator-addr %s, want %s", got, want)
 	}
+	// A terminating API pod keeps serving while it leaves the service's
+	// endpoints (test/k8s: a rolling update under load failed no request),
+	// and the grace period covers that plus the server's 15 s stop.
+	if ac.Lifecycle == nil || ac.Lifecycle.PreStop == nil || ac.Lifecycle.PreStop.Sleep == nil || ac.Lifecycle.PreStop.Sleep.Seconds < 1 {
+		t.Errorf("API container has no preStop sleep: %+v", ac.Lifecycle)
+	} else if g := api.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g < ac.Lifecycle.PreStop.Sleep.Seconds+15 {
+		t.Errorf("API terminationGracePeriodSeconds %v too short for preStop %d + 15 s stop", g, ac.Lifecycle.PreStop.Sleep.Seconds)
+	}
 	svc := r.Services[apiName]
 	if svc == nil || svc.Spec.Ports[0].Port != 8900 {
 		t.Fatalf("API service %+v", svc)
 	}
 	if store, _ := argValue(ac.Args, "--blob-store"); store != "s3" &&
-		mustArg(t, ac.Args, "--blob-dir") != mountPath(t, ac, "blobs")+"/blobs" {
-		t.Errorf("API blobs are not on the blobs volume")
+		mustArg(t, ac.Args, "--blob-dir") != mountPath(t, ac, "data")+"/blobs" {
+		t.Errorf("API blobs are not on the data volume")
 	}
 	execs := 0
 	for name, d := range r.Deployments {
@@ -470,6 +484,11 @@ func checkClients(t *testing.T, r *Rendered) {
 		}
 		if got, want := mustArg(t, ec.Args, "--api-server"), scheme+"://"+apiName+":8900"; got != want {
 			t.Errorf("%s --api-server %s, want %s", name, got, want)
+		}
+		// The executor id outlives a container restart (issue 16).
+		if v := volume(t, d.Spec.Template.Spec, "state"); v.EmptyDir == nil ||
+			mustArg(t, ec.Args, "--state-dir") != mountPath(t, ec, "state") {
+			t.Errorf("%s: --state-dir is not the mounted emptyDir", name)
 		}
 		cfg := mustArg(t, ec.Args, "--extractors-config")
 		v := volume(t, d.Spec.Template.Spec, "extractors")
@@ -597,7 +616,7 @@ func TestBadValuesFail(t *testing.T) {
 		{"string", Values("coordinator.replicas", "3"), "replicas"},
 		{"typo", Values("coordinator.replica", 3), "replica"},
 		{"bad duration", Values("coordinator.electionTimeout", "1 second"), "electionTimeout"},
-		{"two API servers on emptyDir", Values("server.replicas", 2), "existingClaim"},
+		{"two API servers on the default stores", Values("server.replicas", 2), "or use 1 replica"},
 		{"bad anti-affinity", Values("coordinator.antiAffinity", "maybe"), "antiAffinity"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

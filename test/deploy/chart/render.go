@@ -43,6 +43,7 @@ type Rendered struct {
 	Deployments      map[string]*appsv1.Deployment
 	Services         map[string]*corev1.Service
 	ConfigMaps       map[string]*corev1.ConfigMap
+	PVCs             map[string]*corev1.PersistentVolumeClaim
 	PDBs             map[string]*policyv1.PodDisruptionBudget
 	Ingresses        map[string]*networkingv1.Ingress
 	ServiceMonitors  map[string]map[string]any // CRD: decoded as plain data
@@ -83,6 +84,7 @@ func decode(files map[string]string) (*Rendered, error) {
 		Deployments:     map[string]*appsv1.Deployment{},
 		Services:        map[string]*corev1.Service{},
 		ConfigMaps:      map[string]*corev1.ConfigMap{},
+		PVCs:            map[string]*corev1.PersistentVolumeClaim{},
 		PDBs:            map[string]*policyv1.PodDisruptionBudget{},
 		Ingresses:       map[string]*networkingv1.Ingress{},
 		ServiceMonitors: map[string]map[string]any{},
@@ -173,6 +175,10 @@ func (r *Rendered) add(doc string) error {
 		o := &corev1.ConfigMap{}
 		err = strict("v1", o)
 		err = put(r.ConfigMaps, o.Name, o, err)
+	case "PersistentVolumeClaim":
+		o := &corev1.PersistentVolumeClaim{}
+		err = strict("v1", o)
+		err = put(r.PVCs, o.Name, o, err)
 	case "PodDisruptionBudget":
 		o := &policyv1.PodDisruptionBudget{}
 		err = strict("policy/v1", o)

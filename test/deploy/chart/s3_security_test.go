@@ -22,14 +22,14 @@ func s3Values(kv ...any) map[string]any {
 
 // s3SecurityValues switches on everything this file covers at once.
 func s3SecurityValues() map[string]any {
-	return s3Values(
+	return sharedStores(s3Values(
 		"server.replicas", 3,
 		"blobStorage.s3.caSecret.name", "s3-ca",
 		"tls.enabled", true, "tls.secretName", "indexify-tls", "tls.clientAuth", "require",
 		"clusterSecret.secretName", "indexify-cluster",
 		"apiTokens.secretName", "indexify-tokens",
 		"executors", []any{map[string]any{"name": "default", "apiTokenSecret": "indexify-executor-token"}},
-	)
+	))
 }
 
 // checkFileFlags: every --*-file flag of every container names a file
@@ -77,7 +77,8 @@ func checkBlobStore(t *testing.T, r *Rendered) {
 	api := r.Deployments[apiName]
 	ac := container(t, api.Spec.Template.Spec, "api")
 	store := mustArg(t, ac.Args, "--blob-store")
-	hasBlobsVolume := slices.ContainsFunc(api.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "blobs" })
+	hasDataVolume := slices.ContainsFunc(api.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" })
+	embedded := mustArg(t, ac.Args, "--vector-store") == "embedded" || mustArg(t, ac.Args, "--structured-store") == "sqlite"
 	var credEnv []corev1.EnvVar
 	for _, e := range ac.Env {
 		if strings.HasPrefix(e.Name, "AWS_") {
@@ -86,8 +87,8 @@ func checkBlobStore(t *testing.T, r *Rendered) {
 	}
 	switch store {
 	case "disk":
-		if !hasBlobsVolume || len(credEnv) != 0 {
-			t.Errorf("disk store: blobs volume %v, AWS env %v", hasBlobsVolume, credEnv)
+		if !hasDataVolume || len(credEnv) != 0 {
+			t.Errorf("disk store: data volume %v, AWS env %v", hasDataVolume, credEnv)
 		}
 		for _, a := range ac.Args {
 			if strings.HasPrefix(a, "--s3-") {
@@ -95,12 +96,13 @@ func checkBlobStore(t *testing.T, r *Rendered) {
 			}
 		}
 		// Several replicas each with its own emptyDir would lose blobs.
-		if *api.Spec.Replicas > 1 && volume(t, api.Spec.Template.Spec, "blobs").PersistentVolumeClaim == nil {
+		if *api.Spec.Replicas > 1 && volume(t, api.Spec.Template.Spec, "data").PersistentVolumeClaim == nil {
 			t.Errorf("%d API replicas on per-pod blob volumes", *api.Spec.Replicas)
 		}
 	case "s3":
-		if hasBlobsVolume {
-			t.Errorf("s3 store with a blobs volume")
+		// A data volume only for the embedded stores' files.
+		if hasDataVolume != embedded {
+			t.Errorf("s3 store: data volume %v with embedded stores %v", hasDataVolume, embedded)
 		}
 		if _, ok := argValue(ac.Args, "--blob-dir"); ok {
 			t.Errorf("s3 store with --blob-dir")
@@ -132,9 +134,9 @@ func envVar(t *testing.T, c corev1.Container, name string) corev1.EnvVar {
 }
 
 func TestS3BlobStorage(t *testing.T) {
-	r := mustRender(t, s3Values("server.replicas", 3, "blobStorage.s3.prefix", "prod/",
+	r := mustRender(t, sharedStores(s3Values("server.replicas", 3, "blobStorage.s3.prefix", "prod/",
 		"blobStorage.s3.createBucket", true, "blobStorage.s3.caSecret.name", "s3-ca",
-		"server.extraEnv", []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}}))
+		"server.extraEnv", []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}})))
 	api := r.Deployments[apiName]
 	if *api.Spec.Replicas != 3 {
 		t.Fatalf("API replicas %d, want 3", *api.Spec.Replicas)
@@ -199,26 +201,31 @@ func TestS3BlobStorage(t *testing.T) {
 	}
 }
 
-// More than one API server: allowed with S3 or a shared claim, refused with
-// per-pod disk volumes.
+// More than one API server: allowed with S3 or a shared (ReadWriteMany)
+// claim, refused with per-pod emptyDirs or the ReadWriteOnce claim the chart
+// makes by default.
 func TestAPIReplicasNeedSharedBlobs(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		values map[string]any
-		ok     bool
+		want   string // "" = renders
 	}{
-		{"disk, 1 replica", Values("server.replicas", 1), true},
-		{"disk, 2 replicas", Values("server.replicas", 2), false},
-		{"disk, 2 replicas, explicit type", Values("server.replicas", 2, "blobStorage.type", "disk"), false},
-		{"disk, 2 replicas, shared claim", Values("server.replicas", 2, "server.blob.existingClaim", "rwx"), true},
-		{"s3, 2 replicas", s3Values("server.replicas", 2), true},
-		{"s3, 5 replicas", s3Values("server.replicas", 5), true},
+		{"disk, 1 replica", Values("server.replicas", 1), ""},
+		{"disk, 2 replicas, the chart's claim", sharedStores(Values("server.replicas", 2)), "ReadWriteOnce claim the chart makes"},
+		{"disk, 2 replicas, explicit type", sharedStores(Values("server.replicas", 2, "blobStorage.type", "disk")), "ReadWriteOnce claim the chart makes"},
+		{"disk, 2 replicas, ReadWriteOncePod", sharedStores(Values("server.replicas", 2, "server.persistence.accessMode", "ReadWriteOncePod")), "ReadWriteOncePod claim the chart makes"},
+		{"disk, 2 replicas, emptyDir", sharedStores(Values("server.replicas", 2, "server.persistence.enabled", false)), "emptyDir per pod"},
+		{"disk, 2 replicas, the chart's ReadWriteMany claim", sharedStores(Values("server.replicas", 2, "server.persistence.accessMode", "ReadWriteMany")), ""},
+		{"disk, 2 replicas, shared claim", sharedStores(Values("server.replicas", 2, "server.persistence.existingClaim", "rwx")), ""},
+		{"disk, 2 replicas, shared claim by its former key", sharedStores(Values("server.replicas", 2, "server.blob.existingClaim", "rwx")), ""},
+		{"s3, 2 replicas", sharedStores(s3Values("server.replicas", 2)), ""},
+		{"s3, 5 replicas", sharedStores(s3Values("server.replicas", 5)), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := Render(c.values)
-			if !c.ok {
-				if err == nil || !strings.Contains(err.Error(), "emptyDir per pod") {
-					t.Fatalf("rendered or failed for another reason: %v", err)
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "or use 1 replica") {
+					t.Fatalf("rendered or failed for another reason: %v (want %q)", err, c.want)
 				}
 				return
 			}
@@ -226,6 +233,7 @@ func TestAPIReplicasNeedSharedBlobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkBlobStore(t, r)
+			checkAPIData(t, r)
 		})
 	}
 }

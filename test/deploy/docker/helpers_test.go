@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/indexify-go/indexify/internal/wire"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"github.com/indexify-go/indexify/test/harness"
 )
@@ -117,7 +118,7 @@ func mustOK(t *testing.T, code int, body []byte, err error, what string) {
 
 func createNamespaceAndGraph(t *testing.T, api *harness.HTTP, ns string) {
 	t.Helper()
-	code, body, err := api.JSON(http.MethodPost, "/namespaces", map[string]any{"name": ns}, nil)
+	code, body, err := api.JSON(http.MethodPost, "/namespaces", wire.NamespaceRequest{Name: ns}, nil)
 	mustOK(t, code, body, err, "create namespace")
 	// A graph names extractors that some executor must offer: wait for the
 	// executor pod to have registered.
@@ -146,9 +147,7 @@ func uploadOnce(api *harness.HTTP, ns, text string) (string, error) {
 	if code/100 != 2 {
 		return "", fmt.Errorf("upload: %d %s", code, body)
 	}
-	var out struct {
-		ContentID string `json:"content_id"`
-	}
+	var out wire.ContentID
 	if err := json.Unmarshal(body, &out); err != nil || out.ContentID == "" {
 		return "", fmt.Errorf("upload answer %s: %v", body, err)
 	}
@@ -175,17 +174,11 @@ func chunksOf(t *testing.T, api *harness.HTTP, ns, id string) []string {
 		}
 		return nil
 	})
-	var tree struct {
-		Items []struct {
-			ID     string                     `json:"id"`
-			Source string                     `json:"source"`
-			Labels map[string]json.RawMessage `json:"labels"`
-		} `json:"content_tree_metadata"`
-	}
+	var tree wire.ContentTree
 	code, body, err := api.JSON(http.MethodGet, "/namespaces/"+ns+"/extraction_graphs/docs/content/"+id+"/extraction_policies/chunks", nil, &tree)
 	mustOK(t, code, body, err, "content tree")
 	var out []string
-	for _, c := range tree.Items {
+	for _, c := range tree.ContentTreeMetadata {
 		if c.Source != "chunks" {
 			continue
 		}
@@ -207,12 +200,28 @@ func chunksOf(t *testing.T, api *harness.HTTP, ns, id string) []string {
 // commit index: no stale answer).
 func ingested(t *testing.T, api *harness.HTTP, ns string) int {
 	t.Helper()
-	var out struct {
-		Total int `json:"total"`
-	}
+	var out wire.ContentList
 	code, body, err := api.JSON(http.MethodGet, "/namespaces/"+ns+"/extraction_graphs/docs/content?source=ingestion&consistency=linearizable", nil, &out)
 	mustOK(t, code, body, err, "list content")
-	return out.Total
+	return int(out.Total)
 }
 
 func clientFor(api *Pod) *harness.HTTP { return harness.NewHTTP("http://" + api.Addr(apiPort)) }
+
+// uploaded is one acknowledged upload: its content id and its bytes.
+type uploaded struct{ id, text string }
+
+// bytesKept downloads a sample of the acknowledged uploads (up to 50,
+// spread evenly, the first and the last among them) and fails on any whose
+// bytes are not exactly what was uploaded: the coordinators list content
+// whose bytes live on the API server's volume, so ids alone prove nothing.
+func bytesKept(t *testing.T, api *harness.HTTP, ns string, acked []uploaded) {
+	t.Helper()
+	for _, i := range harness.Spread(len(acked), 50) {
+		u := acked[i]
+		code, body, err := api.Do(context.Background(), http.MethodGet, "/namespaces/"+ns+"/content/"+u.id+"/download", "", nil)
+		if err != nil || code != http.StatusOK || string(body) != u.text {
+			t.Errorf("upload %d of %d (%s): download %d %v %q, want %q", i, len(acked), u.id, code, err, body, u.text)
+		}
+	}
+}

@@ -224,14 +224,41 @@ func (k *Kube) StartCoordinator(i int) *Pod {
 }
 
 // StartDeploymentPod creates one pod of Deployment deploy, named
-// <deploy>-<suffix>.
+// <deploy>-<suffix>. A persistentVolumeClaim volume of the pod is the
+// claim's Docker volume, made on first use and kept until the test ends
+// (pods replaced meanwhile find its data, as they find a bound PVC's);
+// every pod naming the claim shares it. The claim must be one the chart
+// rendered: a pod whose claim does not exist would stay Pending.
 func (k *Kube) StartDeploymentPod(deploy, suffix string) *Pod {
 	k.t.Helper()
-	d := k.Rendered().Deployments[deploy]
+	r := k.Rendered()
+	d := r.Deployments[deploy]
 	if d == nil {
 		k.t.Fatalf("no Deployment %s", deploy)
 	}
-	return k.start(deploy+"-"+suffix, d.Spec.Template, nil)
+	claims := map[string]string{}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		name := v.PersistentVolumeClaim.ClaimName
+		if r.PVCs[name] == nil {
+			k.t.Fatalf("%s mounts claim %s, which the chart did not render (the pod would stay Pending)", deploy, name)
+		}
+		claims[v.Name] = k.claimVolume(name)
+	}
+	return k.start(deploy+"-"+suffix, d.Spec.Template, claims)
+}
+
+// ClaimVolume is the Docker volume that plays PersistentVolumeClaim claim.
+func (k *Kube) ClaimVolume(claim string) string { return k.Network + "-pvc-" + claim }
+
+func (k *Kube) claimVolume(claim string) string {
+	vol := k.ClaimVolume(claim)
+	k.mu.Lock()
+	k.volumes[vol] = true
+	k.mu.Unlock()
+	return vol
 }
 
 func (k *Kube) start(name string, tpl corev1.PodTemplateSpec, claims map[string]string) *Pod {

@@ -23,8 +23,9 @@ func testValues(replicas int) map[string]any {
 	return chart.Values("coordinator.replicas", replicas, "coordinator.autopilot.stabilization", "2s")
 }
 
-// install plays `helm install`: every pod created at once (Parallel).
-func install(t *testing.T, k *Kube, replicas int) (*harness.HTTP, []*Pod) {
+// install plays `helm install`: every pod created at once (Parallel). It
+// returns a client of the API pod, the coordinator pods and the API pod.
+func install(t *testing.T, k *Kube, replicas int) (*harness.HTTP, []*Pod, *Pod) {
 	t.Helper()
 	var coords []*Pod
 	for i := range replicas {
@@ -33,16 +34,18 @@ func install(t *testing.T, k *Kube, replicas int) (*harness.HTTP, []*Pod) {
 	api := k.StartDeploymentPod(apiDeploy, "5f7d9c-x2m4q")
 	k.StartDeploymentPod(execDeploy, "6b8c4d-p9r2t")
 	k.WaitReady(90*time.Second, append(coords, api)...)
-	return harness.NewHTTP("http://" + api.Addr(apiPort)), coords
+	return harness.NewHTTP("http://" + api.Addr(apiPort)), coords, api
 }
 
 // The lifecycle of one release: first start, the API end to end, a rolling
 // restart under load, the leader's pod recreated, every pod recreated at
-// once, and scaling 3 -> 5 -> 3. One cluster goes through all of it, in
-// order, as a real release would.
+// once, scaling 3 -> 5 -> 3, and the API server's pod replaced. One cluster
+// goes through all of it, in order, as a real release would; every
+// acknowledged upload's bytes are checked after each step that replaces
+// pods.
 func TestReleaseLifecycle(t *testing.T) {
 	k := New(t, testValues(3))
-	api, _ := install(t, k, 3)
+	api, _, apiPod := install(t, k, 3)
 	voters3 := coordinatorNames(k, 3)
 	clusterID, _ := waitCluster(t, k, 60*time.Second, voters3)
 
@@ -55,9 +58,11 @@ func TestReleaseLifecycle(t *testing.T) {
 
 	const text = "abcdefghijklmnopqrstuvwxyz0123456789"
 	ns := "lifecycle"
+	var acked []uploaded
 	t.Run("fresh install serves the API end to end", func(t *testing.T) {
 		createNamespaceAndGraph(t, api, ns)
 		id := upload(t, api, ns, text)
+		acked = append(acked, uploaded{id, text})
 		if got := strings.Join(chunksOf(t, api, ns, id), ""); got != text {
 			t.Fatalf("chunks reassemble to %q", got)
 		}
@@ -68,6 +73,7 @@ func TestReleaseLifecycle(t *testing.T) {
 		stop := make(chan struct{})
 		done := make(chan []error)
 		var ok atomic.Int64
+		var rolled []uploaded // written by the goroutine until done
 		go func() {
 			var errs []error
 			// Bounded in time and count; paced so the load does not starve
@@ -82,9 +88,11 @@ func TestReleaseLifecycle(t *testing.T) {
 					return
 				case <-tick.C:
 				}
-				if _, err := uploadOnce(api, ns, fmt.Sprintf("rolling %d", i)); err != nil {
+				text := fmt.Sprintf("rolling %d", i)
+				if id, err := uploadOnce(api, ns, text); err != nil {
 					errs = append(errs, err)
 				} else {
+					rolled = append(rolled, uploaded{id, text})
 					ok.Add(1)
 				}
 			}
@@ -110,6 +118,8 @@ func TestReleaseLifecycle(t *testing.T) {
 		close(stop)
 		errs := <-done
 		uploads += int(ok.Load())
+		acked = append(acked, rolled...)
+		bytesKept(t, api, ns, acked)
 		if len(errs) > 0 {
 			t.Fatalf("%d of %d requests failed during the rolling restart; first: %v", len(errs), ok.Load()+int64(len(errs)), errs[0])
 		}
@@ -126,7 +136,10 @@ func TestReleaseLifecycle(t *testing.T) {
 		k.Delete(leader)
 		// Writes resume on the remaining majority.
 		harness.Eventually(t, 30*time.Second, "write without the old leader", func() error {
-			_, err := uploadOnce(api, ns, "after leader loss")
+			id, err := uploadOnce(api, ns, "after leader loss")
+			if err == nil {
+				acked = append(acked, uploaded{id, "after leader loss"})
+			}
 			return err
 		})
 		uploads++
@@ -141,6 +154,7 @@ func TestReleaseLifecycle(t *testing.T) {
 		if n := ingested(t, api, ns); n != uploads {
 			t.Fatalf("%d uploads stored, want %d", n, uploads)
 		}
+		bytesKept(t, api, ns, acked)
 	})
 
 	t.Run("every pod recreated at once with new IPs", func(t *testing.T) {
@@ -175,9 +189,11 @@ func TestReleaseLifecycle(t *testing.T) {
 		})
 		id := upload(t, api, ns, text)
 		uploads++
+		acked = append(acked, uploaded{id, text})
 		if got := strings.Join(chunksOf(t, api, ns, id), ""); got != text {
 			t.Fatalf("chunks after full restart: %q", got)
 		}
+		bytesKept(t, api, ns, acked)
 	})
 
 	t.Run("scale 3 to 5 to 3", func(t *testing.T) {
@@ -207,12 +223,41 @@ func TestReleaseLifecycle(t *testing.T) {
 		if id, _ := waitCluster(t, k, 60*time.Second, voters3); id != clusterID {
 			t.Fatalf("cluster id changed to %s", id)
 		}
-		if _, err := uploadOnce(api, ns, "after scale-down"); err != nil {
+		id, err := uploadOnce(api, ns, "after scale-down")
+		if err != nil {
 			t.Fatal(err)
 		}
 		uploads++
+		acked = append(acked, uploaded{id, "after scale-down"})
 		if n := ingested(t, api, ns); n != uploads {
 			t.Fatalf("%d uploads stored, want %d", n, uploads)
 		}
+	})
+
+	// The API server keeps the uploads' bytes on the claim the chart makes
+	// (by default): replaced as the Deployment's Recreate strategy does it
+	// (the old pod gone before the new one starts), the new pod serves every
+	// byte, and the executor extracts a new upload through it.
+	t.Run("API pod replaced: every upload's bytes kept on its claim", func(t *testing.T) {
+		d := k.Rendered().Deployments[apiDeploy]
+		if d.Spec.Strategy.Type != "Recreate" {
+			t.Fatalf("API Deployment strategy %s, want Recreate", d.Spec.Strategy.Type)
+		}
+		if code := k.Delete(apiPod.Name); code != 0 {
+			t.Errorf("%s exited %d on SIGTERM", apiPod.Name, code)
+		}
+		p := k.StartDeploymentPod(apiDeploy, "5f7d9c-r3cr8")
+		k.WaitReady(90*time.Second, p)
+		api := clientFor(p)
+		if n := ingested(t, api, ns); n != uploads {
+			t.Fatalf("%d uploads listed, want %d", n, uploads)
+		}
+		bytesKept(t, api, ns, acked)
+		const later = "extracted through the replaced API server"
+		id := upload(t, api, ns, later)
+		if got := strings.Join(chunksOf(t, api, ns, id), ""); got != later {
+			t.Fatalf("chunks after the API pod was replaced: %q", got)
+		}
+		t.Logf("%d uploads, %d of them downloaded byte for byte after the API pod was replaced", len(acked), len(harness.Spread(len(acked), 50)))
 	})
 }

@@ -9,5 +9,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	RemoveImage()
 	removeVersityImage()
+	removeStoreImages()
 	os.Exit(code)
 }

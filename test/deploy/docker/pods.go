@@ -17,7 +17,7 @@ type podRun struct {
 	name      string // pod name = container name = host name
 	ip        string
 	template  corev1.PodTemplateSpec
-	claims    map[string]string // volume name -> docker volume (PVCs)
+	claims    map[string]string // volume name -> docker volume (claim templates and persistentVolumeClaim volumes)
 	aliases   []string
 	configDir string // where ConfigMaps are written: <configDir>/<configmap>/<key>
 	secretDir string // where Secrets are written: <secretDir>/<secret>/<key>

@@ -1,6 +1,6 @@
 {{/*
-Blob storage of the API servers: disk (a volume per pod, or one shared
-claim) or an S3 bucket that every replica shares. Credentials never appear
+Blob storage of the API servers: disk (on the API server's data volume,
+_apidata.tpl) or an S3 bucket that every replica shares. Credentials never appear
 as flags or plain env values: they come from a Secret via secretKeyRef.
 */}}
 
@@ -10,7 +10,6 @@ as flags or plain env values: they come from a Secret via secretKeyRef.
 
 {{- define "indexify.blob.validate" -}}
 {{- $b := .Values.blobStorage }}
-{{- $s := .Values.server }}
 {{- if eq $b.type "s3" }}
 {{- if not $b.s3.bucket }}
 {{- fail "blobStorage.type is s3 but blobStorage.s3.bucket is empty" }}
@@ -18,11 +17,6 @@ as flags or plain env values: they come from a Secret via secretKeyRef.
 {{- if and (not $b.s3.credentialsSecret.name) (not $b.s3.iam) }}
 {{- fail "blobStorage.type is s3 but there are no credentials: set blobStorage.s3.credentialsSecret.name (a Secret with the access key id and secret access key) or blobStorage.s3.iam=true" }}
 {{- end }}
-{{- if $s.blob.existingClaim }}
-{{- fail "server.blob.existingClaim is a disk setting but blobStorage.type is s3: remove one of them" }}
-{{- end }}
-{{- else if and (gt (int $s.replicas) 1) (not $s.blob.existingClaim) }}
-{{- fail (printf "server.replicas is %v but blobs are on an emptyDir per pod: executors and clients would miss blobs stored by another replica. Set blobStorage.type=s3, or server.blob.existingClaim to a ReadWriteMany claim, or use 1 replica." $s.replicas) }}
 {{- end }}
 {{- end }}
 
@@ -81,9 +75,6 @@ as flags or plain env values: they come from a Secret via secretKeyRef.
   mountPath: /etc/indexify-secrets/s3-ca
   readOnly: true
 {{- end }}
-{{- else }}
-- name: blobs
-  mountPath: /var/lib/indexify
 {{- end }}
 {{- end }}
 
@@ -95,13 +86,5 @@ as flags or plain env values: they come from a Secret via secretKeyRef.
   secret:
     secretName: {{ $b.s3.caSecret.name }}
 {{- end }}
-{{- else }}
-- name: blobs
-  {{- if .Values.server.blob.existingClaim }}
-  persistentVolumeClaim:
-    claimName: {{ .Values.server.blob.existingClaim }}
-  {{- else }}
-  emptyDir: {}
-  {{- end }}
 {{- end }}
 {{- end }}

@@ -16,16 +16,18 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/indexify-go/indexify/internal/cluster"
-	"github.com/indexify-go/indexify/internal/scheduler"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
-// NodeConfig is everything one coordinator process needs.
-type NodeConfig struct {
-	Cluster   cluster.Config
-	Service   Config
-	Scheduler scheduler.Config
+// ServerConfig is what one coordinator's endpoints serve: the node's
+// replica of the state and its Raft member, both composed by the caller
+// (internal/coordproc), plus the listen addresses and options.
+type ServerConfig struct {
+	// Store is the node's replica, written by the FSM that Cluster runs.
+	Store   *state.Store
+	Cluster *cluster.Node
+	Service Config
 	// GRPCAddr is the listen address of the gRPC API (CoordinatorService,
 	// ClusterService, grpc.health.v1).
 	GRPCAddr string
@@ -42,15 +44,21 @@ type NodeConfig struct {
 	// MaxConcurrentStreams caps streams per client connection (default
 	// DefaultMaxConcurrentStreams).
 	MaxConcurrentStreams uint32
+	// Ready, if set, is an extra condition of /readyz and /startupz
+	// (`indexify dev`: its built-in executor has registered). It does not
+	// affect the gRPC health service, which clients of this node use.
+	Ready func() (ok bool, why string)
 }
 
-// Node is a running coordinator: Raft member, gRPC API, health endpoints and,
-// while it leads, the scheduler.
-type Node struct {
-	cfg     NodeConfig
+// Server is one coordinator node's endpoints: the gRPC API (with the
+// executor push streams), health and metrics. It does not start Raft or
+// the scheduler; the process's composition (internal/coordproc) does.
+type Server struct {
+	cfg     ServerConfig
 	store   *state.Store
 	cluster *cluster.Node
 	svc     *Service
+	applier instrumentedApply
 	grpc    *grpc.Server
 	health  *health.Server
 	http    *http.Server
@@ -59,9 +67,9 @@ type Node struct {
 	metrics *nodeMetrics
 }
 
-// StartNode opens the data directory, starts listening and joins or forms
-// the cluster in the background. Call Shutdown to stop.
-func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+// NewServer listens on both addresses and builds the endpoints; Start
+// serves them.
+func NewServer(cfg ServerConfig) (*Server, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -78,38 +86,22 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		grpcLn.Close()
 		return nil, fmt.Errorf("coordinator HTTP listen %s: %w", cfg.HTTPAddr, err)
 	}
-	store := state.NewStore()
-	fsm := state.NewFSM(store, log)
-	cn, err := cluster.New(cfg.Cluster, fsm)
-	if err != nil {
-		grpcLn.Close()
-		httpLn.Close()
-		return nil, err
-	}
-	n := &Node{cfg: cfg, store: store, cluster: cn, grpcLn: grpcLn, httpLn: httpLn}
+	store, cn := cfg.Store, cfg.Cluster
+	n := &Server{cfg: cfg, store: store, cluster: cn, grpcLn: grpcLn, httpLn: httpLn}
 	n.metrics = newNodeMetrics(cfg.Metrics)
-	applier := instrumentedApply{cn: cn, m: n.metrics}
-	n.svc = New(store, applier, cfg.Service, log)
+	n.applier = instrumentedApply{cn: cn, m: n.metrics}
+	n.svc = New(store, n.applier, cfg.Service, log)
 	if err := n.metrics.register(store, cn, n.svc); err != nil {
-		cn.Shutdown(ctx)
 		grpcLn.Close()
 		httpLn.Close()
 		return nil, fmt.Errorf("coordinator metrics: %w", err)
 	}
-	callOpts := callLogger{log: log.With("component", "grpc"), m: n.metrics}.serverOptions()
+	callOpts := newCallLogger(log.With("component", "grpc"), n.metrics).serverOptions()
 	n.grpc = grpc.NewServer(grpcServerOptions(cfg, append(callOpts, cn.GRPCServerOptions()...)...)...)
 	pb.RegisterCoordinatorServiceServer(n.grpc, n.svc)
 	cn.RegisterGRPC(n.grpc)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpc, n.health)
-
-	schedCfg := cfg.Scheduler
-	schedCfg.NodeID = cfg.Cluster.NodeID
-	cn.RunWhileLeader(func(lctx context.Context, term uint64) {
-		log.Info("leadership gained: scheduler starting", "term", term)
-		scheduler.New(store, applier, schedCfg, log.With("component", "scheduler")).Run(lctx, term)
-		log.Info("leadership lost: scheduler stopped", "term", term)
-	})
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
@@ -124,33 +116,46 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
+		if cfg.Ready != nil {
+			if ok, why := cfg.Ready(); !ok {
+				http.Error(w, why, http.StatusServiceUnavailable)
+				return
+			}
+		}
 		fmt.Fprintln(w, "ok")
 	}
 	mux.HandleFunc("GET /readyz", ready)
 	mux.HandleFunc("GET /startupz", ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /debug/state-digest", digestHandler(cn.ID(), store))
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return n, nil
+}
 
+// Replicator is the node's write path with its metrics: what the scheduler
+// proposes through.
+func (n *Server) Replicator() Replicator { return n.applier }
+
+// Start serves the endpoints and runs the executor heartbeat flushes until
+// ctx ends (or Shutdown).
+func (n *Server) Start(ctx context.Context) {
+	log := n.svc.log
 	go func() {
-		if err := n.grpc.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := n.grpc.Serve(n.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("gRPC server stopped", "err", err)
 		}
 	}()
 	go func() {
-		if err := n.http.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("health server stopped", "err", err)
 		}
 	}()
 	go n.svc.Run(ctx)
 	go n.watchHealth(ctx)
-	cn.Start(ctx)
-	log.Info("coordinator started", "node", cfg.Cluster.NodeID, "grpc", grpcLn.Addr().String(),
-		"http", httpLn.Addr().String(), "raft", cfg.Cluster.RaftAdvertise)
-	return n, nil
 }
 
 // watchHealth keeps the gRPC health service in step with readiness.
-func (n *Node) watchHealth(ctx context.Context) {
+func (n *Server) watchHealth(ctx context.Context) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -169,23 +174,23 @@ func (n *Node) watchHealth(ctx context.Context) {
 }
 
 // Store returns the node's replica of the state (read-only use).
-func (n *Node) Store() *state.Store { return n.store }
+func (n *Server) Store() *state.Store { return n.store }
 
 // Cluster returns the node's Raft membership handle.
-func (n *Node) Cluster() *cluster.Node { return n.cluster }
+func (n *Server) Cluster() *cluster.Node { return n.cluster }
 
 // GRPCAddr is the address the gRPC API listens on.
-func (n *Node) GRPCAddr() string { return n.grpcLn.Addr().String() }
+func (n *Server) GRPCAddr() string { return n.grpcLn.Addr().String() }
 
 // Metrics returns the registry the node's /metrics serves.
-func (n *Node) Metrics() *prometheus.Registry { return n.metrics.reg }
+func (n *Server) Metrics() *prometheus.Registry { return n.metrics.reg }
 
 // HTTPAddr is the address the health/metrics endpoints listen on.
-func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+func (n *Server) HTTPAddr() string { return n.httpLn.Addr().String() }
 
 // Shutdown hands leadership off (if leading), then stops serving. It never
 // removes this node from the cluster: a restart must find it still a member.
-func (n *Node) Shutdown() error {
+func (n *Server) Shutdown() error {
 	n.svc.Stop()
 	n.health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -196,7 +201,7 @@ func (n *Node) Shutdown() error {
 }
 
 // Leave removes this node from the cluster (scale-down), then stops.
-func (n *Node) Leave() error {
+func (n *Server) Leave() error {
 	n.svc.Stop()
 	n.health.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -206,7 +211,7 @@ func (n *Node) Leave() error {
 	return err
 }
 
-func (n *Node) stopServers() {
+func (n *Server) stopServers() {
 	stopped := make(chan struct{})
 	go func() { n.grpc.GracefulStop(); close(stopped) }()
 	select {

@@ -1,4 +1,4 @@
-package executor
+package wire
 
 import (
 	"encoding/json"
@@ -81,7 +81,18 @@ func TestContentPartName(t *testing.T) {
 			t.Errorf("accepted %q", bad)
 		}
 	}
-	if p := ResultPath("ex 1", "t/2"); p != "/internal/executors/ex%201/tasks/t%2F2/result" {
+	p := ResultPath("ex 1", "t/2")
+	if p != "/internal/executors/ex%201/tasks/t%2F2/result" {
 		t.Fatalf("ResultPath = %s", p)
+	}
+	// IsResultPath recognises exactly the paths ResultPath makes.
+	if !IsResultPath(p) {
+		t.Errorf("IsResultPath(%q) = false", p)
+	}
+	for _, bad := range []string{"/internal/executors//tasks/t/result", "/internal/executors/e/tasks/t/result/x",
+		"/internal/executors/e/tasks/t", "/internal/executors/e/task/t/result", "/namespaces/e/tasks/t/result"} {
+		if IsResultPath(bad) {
+			t.Errorf("IsResultPath(%q) = true", bad)
+		}
 	}
 }

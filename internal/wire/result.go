@@ -1,11 +1,10 @@
-package executor
+package wire
 
-// This file is the wire contract between executors and the API server for
-// task results. The API server imports these types to parse uploads, so keep
-// it free of runtime concerns.
+// This file is the contract between executors and the API server for task
+// results: the executor writes these shapes and the API server parses them,
+// so keep it free of runtime concerns.
 //
-// Upload: POST {api}/internal/executors/{executor_id}/tasks/{task_id}/result
-// as multipart/form-data with
+// Upload: POST {api}ResultRoute (ResultPath) as multipart/form-data with
 //   - a form field "result" (ResultField) holding TaskResult as JSON, and
 //   - one file part per child content, form name "content_{i}"
 //     (ContentPartName(i)), whose body is the raw bytes of TaskResult.Content
@@ -13,7 +12,9 @@ package executor
 //
 // Status codes the executor understands:
 //   - 2xx: accepted.
-//   - 409: the task is no longer assigned to this executor; it drops the task.
+//   - 409: the task is no longer assigned to this executor (code "conflict"),
+//     or it finished with a different result (code "task_already_completed");
+//     it drops the task. The same result again is 200 with "duplicate": true.
 //   - 404: the task is unknown; it drops the task.
 //   - other 4xx: the upload itself is malformed; it gives up (not retried).
 //   - 429, 5xx and network errors: retried with backoff.
@@ -59,10 +60,33 @@ func ParseContentPartName(name string) (int, bool) {
 	return i, true
 }
 
-// ResultPath is the URL path (relative to the API server base URL) of the
-// result upload for a task.
+// ResultRoute is the result upload's URL path (relative to the API server
+// base URL) as an http.ServeMux pattern; ResultPath fills it in for a task.
+const ResultRoute = "/internal/executors/{executor_id}/tasks/{task_id}/result"
+
+// ResultPath is the URL path of the result upload for a task.
 func ResultPath(executorID, taskID string) string {
-	return "/internal/executors/" + url.PathEscape(executorID) + "/tasks/" + url.PathEscape(taskID) + "/result"
+	return strings.NewReplacer("{executor_id}", url.PathEscape(executorID), "{task_id}", url.PathEscape(taskID)).Replace(ResultRoute)
+}
+
+// IsResultPath reports whether an escaped URL path is a result upload's
+// (ResultRoute with non-empty ids).
+func IsResultPath(escaped string) bool {
+	want := strings.Split(ResultRoute, "/")
+	got := strings.Split(escaped, "/")
+	if len(got) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if strings.HasPrefix(w, "{") {
+			if got[i] == "" {
+				return false
+			}
+		} else if got[i] != w {
+			return false
+		}
+	}
+	return true
 }
 
 // TaskResult is what an executor reports for one task.
@@ -71,6 +95,15 @@ type TaskResult struct {
 	Error    string          `json:"error,omitempty"` // set when failed
 	Features []ResultFeature `json:"features,omitempty"`
 	Content  []ResultContent `json:"content,omitempty"`
+}
+
+// ResultAccepted is the 200 answer of a result upload: the ids of the
+// child content it created, and Duplicate when it repeated a result the
+// task already had.
+type ResultAccepted struct {
+	ContentIDs []string `json:"content_ids"`
+	Duplicate  bool     `json:"duplicate,omitempty"`
+	TaskID     string   `json:"task_id"`
 }
 
 // ResultFeature is a feature for the task's input content (in
