@@ -77,7 +77,9 @@ func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 	case existing.Suffrage == raft.Voter:
 		if existing.Address != addr {
 			n.log.Info("join: updating voter address", "id", id, "old", existing.Address, "new", addr)
-			if err := waitFuture(ctx, n.raft.AddVoter(id, addr, 0, n.changeTimeout())); err != nil {
+			if err := n.changeAddress(ctx, id, addr, func() raft.Future {
+				return n.raft.AddVoter(id, addr, 0, n.changeTimeout())
+			}); err != nil {
 				return err
 			}
 		}
@@ -87,7 +89,9 @@ func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 	default:
 		if existing.Address != addr {
 			n.log.Info("join: updating non-voter address", "id", id, "new", addr)
-			if err := waitFuture(ctx, n.raft.AddNonvoter(id, addr, 0, n.changeTimeout())); err != nil {
+			if err := n.changeAddress(ctx, id, addr, func() raft.Future {
+				return n.raft.AddNonvoter(id, addr, 0, n.changeTimeout())
+			}); err != nil {
 				return err
 			}
 		}
@@ -103,6 +107,20 @@ func (n *Node) handleJoin(ctx context.Context, req *pb.JoinRequest) error {
 		}
 	}
 	return nil
+}
+
+// changeAddress submits a configuration change that gives an existing
+// follower a new address, behind the address-change fence (peerfence.go),
+// and waits for it.
+func (n *Node) changeAddress(ctx context.Context, id raft.ServerID, addr raft.ServerAddress, submit func() raft.Future) error {
+	fut, err := n.gate.fence.change(id, addr, max(2*n.cfg.ElectionTimeout, 2*time.Second), submit, func() {
+		n.raft.Barrier(n.changeTimeout()) // only to make the leader store one more batch
+	})
+	if err != nil {
+		n.log.Warn("join: address change not made this time", "id", id, "addr", addr, "err", err)
+		return state.Errorf(pb.ErrorCode_ERROR_CODE_UNAVAILABLE, "%v", err)
+	}
+	return waitFuture(ctx, fut)
 }
 
 // removeServer removes a server from the configuration (leader only). The

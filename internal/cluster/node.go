@@ -223,7 +223,9 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	go n.watchLeadership()
 	closers = append(closers, func() error { close(n.closed); return nil })
 
-	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, n.logs, n.bolt, n.snaps, trans)
+	// The log store reports stored batches to the address-change fence
+	// (peerfence.go).
+	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, fencedLogs{LogStore: n.logs, f: trans.fence}, n.bolt, n.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}

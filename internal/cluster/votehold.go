@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -207,6 +208,9 @@ type voteGate struct {
 	// this node voted is observable without reading Raft's stores.
 	votesGranted    atomic.Int64
 	preVotesGranted atomic.Int64
+	// fence orders followers' address changes against their replication
+	// (peerfence.go).
+	fence *peerFence
 }
 
 type preVoteTransport interface {
@@ -226,6 +230,7 @@ func newVoteGate(inner preVoteTransport, id, addr string, held, empty func() boo
 		in:        make(chan raft.RPC),
 		done:      make(chan struct{}),
 	}
+	g.fence = newPeerFence(g.done)
 	go g.forward(inner.Consumer())
 	return g
 }
@@ -363,6 +368,30 @@ func (g *voteGate) RequestPreVote(id raft.ServerID, target raft.ServerAddress, a
 		return errVoteWithheld
 	}
 	return g.pre.RequestPreVote(id, target, args, resp)
+}
+
+// AppendEntries passes replication calls through the address-change fence
+// (heartbeats go straight through).
+func (g *voteGate) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if isHeartbeat(args) {
+		return g.Transport.AppendEntries(id, target, args, resp)
+	}
+	if err := g.fence.enter(id); err != nil {
+		return err
+	}
+	err := g.Transport.AppendEntries(id, target, args, resp)
+	g.fence.exit(id, err == nil)
+	return err
+}
+
+// InstallSnapshot passes through the address-change fence too.
+func (g *voteGate) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if err := g.fence.enter(id); err != nil {
+		return err
+	}
+	err := g.Transport.InstallSnapshot(id, target, args, resp, data)
+	g.fence.exit(id, err == nil)
+	return err
 }
 
 func (g *voteGate) Close() error {
