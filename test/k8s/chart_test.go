@@ -22,10 +22,16 @@ const replicas = 3
 // replaces pods a sample of them is downloaded byte for byte.
 func TestChart(t *testing.T) {
 	suiteStart := time.Now()
-	r := install(t, testValues(t))
+	// A scaled-away coordinator is removed by the autopilot once it has
+	// been unreachable this long (the chart's default is 5m, the backstop
+	// for a pod that cannot tell a scale-down from a restart); 60s keeps
+	// the scale-down scenario short and is still longer than any pod of
+	// the other scenarios stays away.
+	sets := []string{"coordinator.autopilot.deadServerThreshold=60s"}
+	r := install(t, testValues(t, sets...))
 	ready := r.waitReady(t, 5*time.Minute)
 	t.Logf("timing: helm install to every pod ready: %s", ready.Round(time.Second))
-	s := &suite{top: t, r: r, ns: "k8s"}
+	s := &suite{top: t, r: r, ns: "k8s", sets: sets}
 	s.api = harness.NewHTTP("http://" + r.portForward(t, "svc/"+r.api(), 8900))
 	names := s.names(replicas)
 
