@@ -6,6 +6,13 @@
 // that reproduce the chart's Services and with the ConfigMaps mounted where
 // the chart mounts them. Only the docker CLI is used; nothing is pulled.
 //
+// It keeps only what the real single-node Kubernetes of test/k8s cannot
+// show: a release whose API servers share S3, Weaviate and PostgreSQL, run
+// as containers beside the pods. Pod lifecycles (first start, pod 0
+// missing, deletions, rolling updates, scaling) are tested on the real
+// cluster, where the StatefulSet controller, the kubelet and CoreDNS do
+// what this package could only imitate.
+//
 // The test process talks to containers only through ports published on
 // 127.0.0.1; containers talk to each other on the test's own network.
 package docker

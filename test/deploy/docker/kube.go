@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -151,23 +150,6 @@ func (k *Kube) Rendered() *chart.Rendered {
 	return k.r
 }
 
-// Upgrade is `helm upgrade` as running pods see it: the chart is rendered
-// again and the mounted ConfigMap files change. Pods are not touched; the
-// test starts or deletes them as the StatefulSet controller would.
-func (k *Kube) Upgrade(values map[string]any) {
-	k.t.Helper()
-	r, err := chart.Render(values)
-	if err != nil {
-		k.t.Fatalf("render: %v", err)
-	}
-	if err := writeConfigMaps(r, k.dir); err != nil {
-		k.t.Fatal(err)
-	}
-	k.mu.Lock()
-	k.r = r
-	k.mu.Unlock()
-}
-
 // CreateSecret is `kubectl create secret generic`: pods started afterwards
 // can read its keys through secretKeyRef env and Secret volumes.
 func (k *Kube) CreateSecret(name string, data map[string]string) {
@@ -302,46 +284,6 @@ func (k *Kube) Pod(name string) *Pod {
 
 // Addr is the loopback address published for the pod's container port.
 func (p *Pod) Addr(port int32) string { return p.ports[port] }
-
-// Delete is a graceful pod deletion: SIGTERM, then SIGKILL after the pod's
-// terminationGracePeriodSeconds. It returns the exit code. The preStop sleep
-// is not played: it exists so that endpoints drop the pod before SIGTERM,
-// and Docker's DNS has no endpoints to drop.
-func (k *Kube) Delete(name string) int {
-	k.t.Helper()
-	p := k.Pod(name)
-	if p == nil {
-		k.t.Fatalf("delete %s: no such pod", name)
-	}
-	grace := int64(30)
-	if g := p.spec.Spec.TerminationGracePeriodSeconds; g != nil {
-		grace = *g
-	}
-	ctx := context.Background()
-	if _, err := docker(ctx, "stop", "-t", strconv.FormatInt(grace, 10), name); err != nil {
-		k.t.Fatal(err)
-	}
-	code, err := docker(ctx, "inspect", "--format", "{{.State.ExitCode}}", name)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	l, _ := dockerCombined(ctx, "logs", name)
-	if _, err := docker(ctx, "rm", "-v", name); err != nil {
-		k.t.Fatal(err)
-	}
-	k.mu.Lock()
-	k.logs[name] += l
-	delete(k.pods, name)
-	k.mu.Unlock()
-	n, _ := strconv.Atoi(code)
-	return n
-}
-
-// Logs returns what the pod's current incarnation printed.
-func (k *Kube) Logs(name string) string {
-	l, _ := dockerCombined(context.Background(), "logs", name)
-	return l
-}
 
 // Ready runs the pod's readiness probe once.
 func (p *Pod) Ready() error {

@@ -28,6 +28,11 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+const (
+	apiDeploy  = chart.ReleaseName + "-api"
+	execDeploy = chart.ReleaseName + "-executor-default"
+)
+
 func tokenClient(api *Pod, token string) *harness.HTTP {
 	h := clientFor(api)
 	h.Client.Transport = bearer{token: token, base: http.DefaultTransport}
