@@ -63,6 +63,11 @@ func TestRestoreReplacesStateOnEveryNode(t *testing.T) {
 	mod := func(c *Config) {
 		static(c)
 		c.MaxRestoreBytes = limit
+		// The refusals below need the leader found here to stay leader
+		// until they are checked: on a starved CI machine (load 20) the
+		// tests' 400ms timeout lost it mid-test and the "follower" had
+		// become the leader, which rightly accepted the restore.
+		c.ElectionTimeout = 5 * testET
 	}
 	nodes := []*testNode{
 		startNode(t, specs[0], mod, nil),
