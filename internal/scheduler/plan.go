@@ -316,29 +316,40 @@ func (p *planner) allocate() {
 		return
 	}
 	load := p.s.UnfinishedTaskCounts()
-	offered := map[string]bool{} // extractors some executor with room offers
+	// room: per extractor, how many more tasks the executors offering it
+	// can take (state.AllPending when one of them has no cap). Allocate
+	// gives an extractor's tasks, oldest first, to its executors until they
+	// are full, so the oldest room[x] pending tasks of x are all it could
+	// assign: only those are read, and the rest of the backlog is not
+	// copied at all.
+	room := map[string]int{}
 	for _, e := range executors {
-		n := load[e.GetId()]
-		if e.GetMaxPendingTasks() == 0 || n < int(e.GetMaxPendingTasks()) {
-			for _, d := range e.GetExtractors() {
-				offered[d.GetName()] = true
+		n, limit := load[e.GetId()], int(e.GetMaxPendingTasks())
+		if limit != 0 && n >= limit {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, d := range e.GetExtractors() {
+			x := d.GetName()
+			if seen[x] {
+				continue // listed twice: still one executor
+			}
+			seen[x] = true
+			if limit == 0 || room[x] > state.AllPending-(limit-n) {
+				room[x] = state.AllPending
+			} else {
+				room[x] += limit - n
 			}
 		}
 	}
-	if len(offered) == 0 {
+	if len(room) == 0 {
 		return // every executor is full: skip reading the pending set
 	}
-	var tasks []*pb.Task
-	for _, t := range p.s.PendingTasks() {
-		if t.GetNotBefore() <= p.nowMs && t.GetExecutorId() == "" &&
-			t.GetOutcome() == pb.TaskOutcome_TASK_OUTCOME_UNKNOWN && offered[t.GetExtractor()] {
-			tasks = append(tasks, t)
-		}
-	}
-	// PendingTasks is oldest first, so a backlog drains in arrival order;
-	// this pass's tasks are the newest.
+	tasks := p.s.PendingTasksFor(p.nowMs, room)
+	// PendingTasksFor is oldest first, so a backlog drains in arrival
+	// order; this pass's tasks are the newest.
 	for _, t := range p.cmd.NewTasks {
-		if offered[t.GetExtractor()] {
+		if room[t.GetExtractor()] > 0 {
 			tasks = append(tasks, t)
 		}
 	}

@@ -53,7 +53,7 @@ type data struct {
 	tasks          map[string]*pb.Task
 	tasksByContent map[ckey][]string              // (ns, content id) -> task ids
 	tasksByExec    map[string]map[string]struct{} // executor -> unfinished task ids
-	pending        map[string]struct{}            // unfinished and unassigned
+	pendingIdx     pendingIndex                   // unfinished and unassigned, per extractor in TaskOrder (pending.go)
 	stats          map[polKey]*taskStats
 
 	// Only unprocessed changes are kept: processed ones are never read again,
@@ -89,7 +89,7 @@ func newData() *data {
 		tasks:          map[string]*pb.Task{},
 		tasksByContent: map[ckey][]string{},
 		tasksByExec:    map[string]map[string]struct{}{},
-		pending:        map[string]struct{}{},
+		pendingIdx:     pendingIndex{},
 		stats:          map[polKey]*taskStats{},
 		changes:        map[uint64]*pb.StateChange{},
 		changedContent: map[ckey]int{},
@@ -352,7 +352,7 @@ func (d *data) unindexTask(t *pb.Task) {
 	d.countTask(t, -1)
 	if unfinished(t) {
 		if t.ExecutorId == "" {
-			delete(d.pending, t.Id)
+			d.pendingIdx.remove(t)
 		} else if set := d.tasksByExec[t.ExecutorId]; set != nil {
 			delete(set, t.Id)
 			if len(set) == 0 {
@@ -366,7 +366,7 @@ func (d *data) indexTask(t *pb.Task) {
 	d.countTask(t, +1)
 	if unfinished(t) {
 		if t.ExecutorId == "" {
-			d.pending[t.Id] = struct{}{}
+			d.pendingIdx.add(t)
 		} else {
 			set := d.tasksByExec[t.ExecutorId]
 			if set == nil {
