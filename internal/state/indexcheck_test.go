@@ -61,6 +61,11 @@ func indexDigest(d *data) string {
 	for k, st := range d.stats {
 		add("stats %v %+v", k, *st)
 	}
+	for _, id := range d.changeOrder[:d.changeHead] {
+		if d.changes[id] != nil {
+			add("UNPROCESSED change %d before the head", id)
+		}
+	}
 	for k, n := range d.changedContent {
 		add("changed %v %d", k, n)
 	}

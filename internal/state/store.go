@@ -525,7 +525,7 @@ func (s *Store) UnprocessedChangesExcept(limit int, deferred map[string]bool) []
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*pb.StateChange
-	for _, id := range s.d.changeOrder {
+	for _, id := range s.d.changeOrder[s.d.changeHead:] {
 		c := s.d.changes[id]
 		if c == nil || (len(deferred) > 0 && deferred[c.Namespace] && IsContentChange(c.Type)) {
 			continue
