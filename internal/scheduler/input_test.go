@@ -6,10 +6,10 @@ import (
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
-// A task's input is its content without features: the stored message
-// itself when it has none (no copy per task), a copy with the features
-// left out when it has some, and the stored content is never changed.
-func TestTaskInputLeavesFeaturesOutAndCopiesOnlyThen(t *testing.T) {
+// New tasks go into the scheduler's entry without their content; once
+// applied, each holds the stored version it names (features included: the
+// stored message itself), so what an executor is pushed is unchanged.
+func TestNewTasksTravelWithoutContentAndGetTheStoredVersion(t *testing.T) {
 	e := newEnv(t)
 	e.executor("ex", 0, ext("x"))
 	e.graph("g", pol("p", "x", ""))
@@ -19,23 +19,21 @@ func TestTaskInputLeavesFeaturesOutAndCopiesOnlyThen(t *testing.T) {
 		StorageUrl: "file:///blobs/feat", GraphNames: []string{"g"}, SizeBytes: 3,
 		Features: []*pb.Feature{{Name: "emb", Embedding: true, ValueJson: "[1,2,3]"}},
 	}}}})
-	cmd := Plan(e.store, e.clock.Now(), e.cfg)
-	inputs := map[string]*pb.Content{}
+	cmd := e.plan()
+	if len(cmd.GetNewTasks()) != 2 {
+		t.Fatalf("%d new tasks, want 2", len(cmd.GetNewTasks()))
+	}
 	for _, tk := range cmd.GetNewTasks() {
-		inputs[tk.GetContentId()] = tk.GetContent()
+		if tk.GetContent() != nil {
+			t.Fatalf("task %s carries its content in the entry", tk.GetId())
+		}
+		stored := e.task(tk.GetId())
+		c, _ := e.store.Content(ns, tk.GetContentId())
+		if stored.GetContent() != c {
+			t.Fatalf("stored task %s does not hold the stored content version", tk.GetId())
+		}
 	}
-	plain, _ := e.store.Content(ns, "plain")
-	if inputs["plain"] != plain {
-		t.Fatal("the input of content without features is not the stored message")
-	}
-	feat, _ := e.store.Content(ns, "feat")
-	in := inputs["feat"]
-	switch {
-	case in == nil || in == feat:
-		t.Fatalf("input of content with features is %p, stored %p: want a copy", in, feat)
-	case len(in.GetFeatures()) != 0:
-		t.Fatalf("input carries features %v", in.GetFeatures())
-	case len(feat.GetFeatures()) != 1 || in.GetStorageUrl() != feat.GetStorageUrl():
-		t.Fatalf("stored content changed (%v) or the copy differs (%q)", feat.GetFeatures(), in.GetStorageUrl())
+	if c, _ := e.store.Content(ns, "feat"); len(c.GetFeatures()) != 1 {
+		t.Fatalf("stored content lost its features: %v", c.GetFeatures())
 	}
 }

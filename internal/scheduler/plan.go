@@ -10,7 +10,6 @@ import (
 	"github.com/indexify-go/indexify/internal/labels"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
-	"google.golang.org/protobuf/proto"
 )
 
 // GCTaskID is the deterministic id of the blob deletion for one content
@@ -238,16 +237,15 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 	if ex, ok := p.s.Extractor(pol.GetExtractor()); ok && !MimeAccepted(ex.GetInputMimeTypes(), c.GetMimeType()) {
 		return
 	}
-	// Features can be large (embeddings) and an extractor never needs the
-	// features of its input; keeping them out keeps Raft entries small.
-	// Without features the stored message itself goes into the command
-	// (messages are immutable, and the command is only encoded): cloning
-	// every input was a quarter of the planning of new content.
-	input := c
-	if len(c.GetFeatures()) > 0 {
-		input = proto.Clone(c).(*pb.Content)
-		input.Features = nil
-	}
+	// The task goes into the log without its content: the FSM links every
+	// new task to the stored version it names (ContentVersion), which
+	// exists when the entry applies: this pass reads it as the latest live
+	// version, and only the acknowledgement of a GC task can purge it,
+	// which a later pass has to propose first (a pass of this loop, which
+	// waits for this entry, or of a later leader, whose entries come after
+	// it in the log). Carrying a copy made every scheduler entry
+	// about 2.5 times larger, for every replica to write, send, decode and
+	// throw away.
 	t := &pb.Task{
 		Id:              id,
 		Extractor:       pol.GetExtractor(),
@@ -256,7 +254,6 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 		Namespace:       ns,
 		ContentId:       c.GetId(),
 		ContentVersion:  c.GetVersion(),
-		Content:         input,
 		InputParamsJson: pol.GetInputParamsJson(),
 		CreatedAt:       p.nowMs,
 	}
