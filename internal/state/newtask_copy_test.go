@@ -53,3 +53,27 @@ func TestNewTaskStoredWithoutAliasingTheCommand(t *testing.T) {
 	}
 	h.checkIndexes()
 }
+
+// Content from a decoded entry is stored as decoded (nobody else holds
+// it); content handed in through ApplyCommand is copied, since its caller
+// keeps it.
+func TestContentFromApplyCommandIsCopied(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	in := content("ns", "doc", "h", "g")
+	in.Labels = map[string]string{"k": `"v"`}
+	h.idx++
+	if r := h.fsm.ApplyCommand(h.idx, &pb.Command{Timestamp: 5, Rules: CurrentRules, Op: &pb.Command_CreateContent{
+		CreateContent: &pb.CreateContentCmd{Contents: []*pb.Content{in}}}}); r.GetErrorCode() != pb.ErrorCode_ERROR_CODE_OK {
+		t.Fatalf("create: %v %s", r.GetErrorCode(), r.GetError())
+	}
+	in.Name, in.Labels["k"] = "changed", "changed"
+	c, _ := h.store().Content("ns", "doc")
+	if c == in || c.GetName() == "changed" || c.GetLabels()["k"] != `"v"` {
+		t.Fatalf("stored content aliases the caller's message: %v", c)
+	}
+	if in.GetVersion() != 0 || in.GetChangeOffset() != 0 {
+		t.Fatalf("the caller's message was written to: %v", in)
+	}
+	h.checkIndexes()
+}
