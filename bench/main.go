@@ -33,7 +33,12 @@ type options struct {
 	items    int
 	noEtcd   bool
 	profile  bool
-	inProc   bool
+	// profileKeep, if set, is a directory the raw CPU profiles are copied
+	// into (named after the node), for `go tool pprof` beyond the listing.
+	profileKeep string
+	// profileFor is how long the sched suite profiles the coordinators.
+	profileFor time.Duration
+	inProc     bool
 	// retrieval: wall time allowed for Weaviate's import at each size
 	weaviateBudget time.Duration
 }
@@ -73,7 +78,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile] [--weaviate-import-budget D]")
+	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile] [--profile-keep DIR] [--profile-for D] [--weaviate-import-budget D]")
 	for _, s := range suites {
 		fmt.Fprintf(os.Stderr, "  %-9s %s\n", s.name, s.doc)
 	}
@@ -89,6 +94,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.items, "items", 1_000_000, "content items of the scale suite")
 	fs.BoolVar(&o.noEtcd, "no-etcd", false, "skip the etcd peer")
 	fs.BoolVar(&o.profile, "profile", false, "add pprof top listings: our leader's CPU in the heaviest write cell; the scale suite's heap and restore CPU")
+	fs.StringVar(&o.profileKeep, "profile-keep", "", "with --profile: also keep the raw CPU profiles of the coordinators in this directory")
+	fs.DurationVar(&o.profileFor, "profile-for", 8*time.Second, "with --profile: how long the sched suite's throughput run is profiled, from its start")
 	fs.BoolVar(&o.inProc, "in-process-only", false, "scale: skip the real-process part (restart, new follower)")
 	fs.DurationVar(&o.weaviateBudget, "weaviate-import-budget", 10*time.Minute, "retrieval: longest Weaviate import per size; the row reports how many vectors made it")
 	if err := fs.Parse(args); err != nil {

@@ -65,6 +65,9 @@ func pprofEnv(r *runner, o options) string {
 	return dir
 }
 
+// profileKeep is options.profileKeep (set by schedSuite).
+var profileKeep string
+
 // cpuTop takes a CPU profile of node id for d and returns `go tool pprof
 // -top` output (first lines).
 func cpuTop(dir, id string, d time.Duration, lines int) string {
@@ -85,6 +88,12 @@ func cpuTop(dir, id string, d time.Duration, lines int) string {
 	defer f.Close()
 	if _, err := f.ReadFrom(resp.Body); err != nil {
 		return err.Error()
+	}
+	if profileKeep != "" {
+		if b, err := os.ReadFile(f.Name()); err == nil {
+			os.MkdirAll(profileKeep, 0o755)
+			os.WriteFile(filepath.Join(profileKeep, id+".pprof"), b, 0o644)
+		}
 	}
 	return pprofTop(f.Name(), lines)
 }

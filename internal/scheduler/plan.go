@@ -10,7 +10,6 @@ import (
 	"github.com/indexify-go/indexify/internal/labels"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
-	"google.golang.org/protobuf/proto"
 )
 
 // GCTaskID is the deterministic id of the blob deletion for one content
@@ -238,10 +237,15 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 	if ex, ok := p.s.Extractor(pol.GetExtractor()); ok && !MimeAccepted(ex.GetInputMimeTypes(), c.GetMimeType()) {
 		return
 	}
-	input := proto.Clone(c).(*pb.Content)
-	// Features can be large (embeddings) and an extractor never needs the
-	// features of its input; keeping them out keeps Raft entries small.
-	input.Features = nil
+	// The task goes into the log without its content: the FSM links every
+	// new task to the stored version it names (ContentVersion), which
+	// exists when the entry applies: this pass reads it as the latest live
+	// version, and only the acknowledgement of a GC task can purge it,
+	// which a later pass has to propose first (a pass of this loop, which
+	// waits for this entry, or of a later leader, whose entries come after
+	// it in the log). Carrying a copy made every scheduler entry
+	// about 2.5 times larger, for every replica to write, send, decode and
+	// throw away.
 	t := &pb.Task{
 		Id:              id,
 		Extractor:       pol.GetExtractor(),
@@ -250,7 +254,6 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 		Namespace:       ns,
 		ContentId:       c.GetId(),
 		ContentVersion:  c.GetVersion(),
-		Content:         input,
 		InputParamsJson: pol.GetInputParamsJson(),
 		CreatedAt:       p.nowMs,
 	}
@@ -316,29 +319,40 @@ func (p *planner) allocate() {
 		return
 	}
 	load := p.s.UnfinishedTaskCounts()
-	offered := map[string]bool{} // extractors some executor with room offers
+	// room: per extractor, how many more tasks the executors offering it
+	// can take (state.AllPending when one of them has no cap). Allocate
+	// gives an extractor's tasks, oldest first, to its executors until they
+	// are full, so the oldest room[x] pending tasks of x are all it could
+	// assign: only those are read, and the rest of the backlog is not
+	// copied at all.
+	room := map[string]int{}
 	for _, e := range executors {
-		n := load[e.GetId()]
-		if e.GetMaxPendingTasks() == 0 || n < int(e.GetMaxPendingTasks()) {
-			for _, d := range e.GetExtractors() {
-				offered[d.GetName()] = true
+		n, limit := load[e.GetId()], int(e.GetMaxPendingTasks())
+		if limit != 0 && n >= limit {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, d := range e.GetExtractors() {
+			x := d.GetName()
+			if seen[x] {
+				continue // listed twice: still one executor
+			}
+			seen[x] = true
+			if limit == 0 || room[x] > state.AllPending-(limit-n) {
+				room[x] = state.AllPending
+			} else {
+				room[x] += limit - n
 			}
 		}
 	}
-	if len(offered) == 0 {
+	if len(room) == 0 {
 		return // every executor is full: skip reading the pending set
 	}
-	var tasks []*pb.Task
-	for _, t := range p.s.PendingTasks() {
-		if t.GetNotBefore() <= p.nowMs && t.GetExecutorId() == "" &&
-			t.GetOutcome() == pb.TaskOutcome_TASK_OUTCOME_UNKNOWN && offered[t.GetExtractor()] {
-			tasks = append(tasks, t)
-		}
-	}
-	// PendingTasks is oldest first, so a backlog drains in arrival order;
-	// this pass's tasks are the newest.
+	tasks := p.s.PendingTasksFor(p.nowMs, room)
+	// PendingTasksFor is oldest first, so a backlog drains in arrival
+	// order; this pass's tasks are the newest.
 	for _, t := range p.cmd.NewTasks {
-		if offered[t.GetExtractor()] {
+		if room[t.GetExtractor()] > 0 {
 			tasks = append(tasks, t)
 		}
 	}

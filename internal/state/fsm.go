@@ -52,16 +52,21 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		f.store.notifyLocked()
 		return &pb.CommandResult{ErrorCode: codeInvalid, Error: err.Error(), Index: l.Index}
 	}
-	return f.ApplyCommand(l.Index, cmd)
+	return f.applyOne(l.Index, cmd, true)
 }
 
-// ApplyCommand applies one decoded command at a log index (tests, benchmarks).
+// ApplyCommand applies one decoded command at a log index (tests,
+// benchmarks). The command stays the caller's: nothing stored aliases it.
 func (f *FSM) ApplyCommand(index uint64, cmd *pb.Command) *pb.CommandResult {
+	return f.applyOne(index, cmd, false)
+}
+
+func (f *FSM) applyOne(index uint64, cmd *pb.Command, owned bool) *pb.CommandResult {
 	s := f.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
-	return f.applyLocked(index, cmd)
+	return f.applyLocked(index, cmd, owned)
 }
 
 // ApplyBatch implements raft.BatchingFSM: Raft hands over every committed
@@ -97,7 +102,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			out[i] = &pb.CommandResult{ErrorCode: codeInvalid, Error: errs[i].Error(), Index: l.Index}
 		default:
 			changed = true
-			out[i] = f.applyLocked(l.Index, cmds[i])
+			out[i] = f.applyLocked(l.Index, cmds[i], true)
 		}
 	}
 	if changed {
@@ -107,8 +112,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 // applyLocked applies one command; the caller holds the write lock and
-// wakes watchers afterwards.
-func (f *FSM) applyLocked(index uint64, cmd *pb.Command) *pb.CommandResult {
+// wakes watchers afterwards. owned says the command was decoded here from
+// a log entry and nothing else holds it, so its messages may be stored as
+// they are instead of copied (see opCtx.owned).
+func (f *FSM) applyLocked(index uint64, cmd *pb.Command, owned bool) *pb.CommandResult {
 	d := f.store.d
 	if index > d.applied {
 		d.applied = index
@@ -118,7 +125,7 @@ func (f *FSM) applyLocked(index uint64, cmd *pb.Command) *pb.CommandResult {
 			return r
 		}
 	}
-	res := f.apply(d, index, cmd)
+	res := f.apply(d, index, cmd, owned)
 	res.Index = index
 	if cmd.GetRequestId() != "" {
 		d.rememberRequest(cmd.RequestId, res)
@@ -126,8 +133,8 @@ func (f *FSM) applyLocked(index uint64, cmd *pb.Command) *pb.CommandResult {
 	return res
 }
 
-func (f *FSM) apply(d *data, index uint64, cmd *pb.Command) *pb.CommandResult {
-	op := &opCtx{f: f, d: d, ts: cmd.GetTimestamp(), index: index, rules: cmd.GetRules()}
+func (f *FSM) apply(d *data, index uint64, cmd *pb.Command, owned bool) *pb.CommandResult {
+	op := &opCtx{f: f, d: d, ts: cmd.GetTimestamp(), index: index, rules: cmd.GetRules(), owned: owned}
 	var refs []*pb.ContentRef
 	var noop bool
 	var err *Error

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 // indexDigest renders the derived indexes canonically (order-insensitive
@@ -30,11 +32,39 @@ func indexDigest(d *data) string {
 		sort.Strings(s)
 		add("exec %s -> %v", e, s)
 	}
-	for id := range d.pending {
-		add("pending %s", id)
+	for x, l := range d.pendingIdx {
+		// In order: the list's order is part of what must not drift.
+		var ids []string
+		var prev *pb.Task
+		l.each(func(t *pb.Task) bool {
+			ids = append(ids, t.Id)
+			if d.tasks[t.Id] != t || !unfinished(t) || t.ExecutorId != "" || t.Extractor != x {
+				add("STALE pending entry %s %s", x, t.Id)
+			}
+			if prev != nil && TaskOrder(prev, t) >= 0 {
+				add("UNORDERED pending %s %s %s", x, prev.Id, t.Id)
+			}
+			prev = t
+			return true
+		})
+		add("pending %s n=%d %v", x, l.n, ids)
+	}
+	npending := 0
+	for _, t := range d.tasks {
+		if unfinished(t) && t.ExecutorId == "" {
+			npending++
+		}
+	}
+	if npending != d.pendingIdx.len() {
+		add("PENDING COUNT %d tasks, %d indexed", npending, d.pendingIdx.len())
 	}
 	for k, st := range d.stats {
 		add("stats %v %+v", k, *st)
+	}
+	for _, id := range d.changeOrder[:d.changeHead] {
+		if d.changes[id] != nil {
+			add("UNPROCESSED change %d before the head", id)
+		}
 	}
 	for k, n := range d.changedContent {
 		add("changed %v %d", k, n)

@@ -24,6 +24,11 @@ type opCtx struct {
 	ts    int64
 	index uint64
 	rules uint32 // Command.rules: which validation rules apply (rules.go)
+	// owned: the command was decoded by the FSM from its log entry and is
+	// dropped after this apply, so an op may keep its messages as stored
+	// messages instead of deep-copying them. False for ApplyCommand, whose
+	// caller keeps its command.
+	owned bool
 }
 
 func hashHex(n int, parts ...string) string {

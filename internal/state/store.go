@@ -458,19 +458,6 @@ func (s *Store) PendingContentChanges(ns, id string) int {
 	return s.d.changedContent[ckey{ns, id}]
 }
 
-// PendingTasks returns unfinished, unassigned tasks (outcome UNKNOWN,
-// executor ""), oldest first (created_at, then id) so allocation is FIFO.
-func (s *Store) PendingTasks() []*pb.Task {
-	s.mu.RLock()
-	out := make([]*pb.Task, 0, len(s.d.pending))
-	for id := range s.d.pending {
-		out = append(out, s.d.tasks[id])
-	}
-	s.mu.RUnlock()
-	sortTasks(out) // outside the lock: messages are immutable
-	return out
-}
-
 func sortTasks(ts []*pb.Task) { slices.SortFunc(ts, TaskOrder) }
 
 // TaskOrder orders tasks oldest first (created_at, then id): the order of
@@ -538,7 +525,7 @@ func (s *Store) UnprocessedChangesExcept(limit int, deferred map[string]bool) []
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*pb.StateChange
-	for _, id := range s.d.changeOrder {
+	for _, id := range s.d.changeOrder[s.d.changeHead:] {
 		c := s.d.changes[id]
 		if c == nil || (len(deferred) > 0 && deferred[c.Namespace] && IsContentChange(c.Type)) {
 			continue
