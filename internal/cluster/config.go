@@ -32,7 +32,7 @@ var (
 // Config configures a Node. Zero values get the documented defaults.
 type Config struct {
 	NodeID          string        // Raft server id; stable for the life of the node (pod name)
-	DataDir         string        // holds raft/ (bolt log + stable store, snapshots) and node.json
+	DataDir         string        // holds raft/ (wal/: log + stable store; snapshots) and node.json
 	RaftBind        string        // listen address for Raft, e.g. ":8970"
 	RaftAdvertise   string        // address peers dial; may be a DNS name (resolved at every dial)
 	GRPCAdvertise   string        // this node's ClusterService address

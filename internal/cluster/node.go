@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -23,7 +22,7 @@ type Node struct {
 	log       *slog.Logger
 	fsm       *state.FSM
 	raft      *raft.Raft
-	bolt      *raftboltdb.BoltStore
+	wal       *walStore // log and stable store (logstore.go)
 	logs      raft.LogStore
 	snaps     *raft.FileSnapshotStore
 	stream    *streamLayer
@@ -132,19 +131,19 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		return nil, err
 	}
 
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")})
+	n.wal, err = openLogStore(raftDir, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log: %w", err)
 	}
-	closers = append(closers, n.bolt.Close)
-	if n.logs, err = raft.NewLogCache(512, n.bolt); err != nil {
+	closers = append(closers, n.wal.Close)
+	if n.logs, err = raft.NewLogCache(512, n.wal); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog); err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
 	// Decide the vote hold before Raft can receive a single RPC.
-	lastIdx, err := n.bolt.LastIndex()
+	lastIdx, err := n.wal.LastIndex()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
@@ -225,7 +224,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 
 	// The log store reports stored batches to the address-change fence
 	// (peerfence.go).
-	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, fencedLogs{LogStore: n.logs, f: trans.fence}, n.bolt, n.snaps, trans)
+	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, fencedLogs{LogStore: n.logs, f: trans.fence}, n.wal, n.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
@@ -463,7 +462,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Warn("shutdown: background work did not stop in time", "err", ctx.Err())
 		}
 		n.peers.close()
-		if err := n.bolt.Close(); err != nil && n.shutdownErr == nil {
+		if err := n.wal.Close(); err != nil && n.shutdownErr == nil {
 			n.shutdownErr = fmt.Errorf("cluster: close raft log: %w", err)
 		}
 	})
