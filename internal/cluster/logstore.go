@@ -12,12 +12,11 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 	"go.etcd.io/bbolt"
 )
 
-// Raft's log and stable store is a raft-wal write-ahead log in
+// Raft's log and stable store is a raft-wal (v0.4.1) write-ahead log in
 // DataDir/raft/wal (segment files plus wal-meta.db, which also holds the
 // stable values: term and vote). It appends a batch with one write and one
 // fsync; raft-boltdb, used before, paid a bolt transaction (two fsyncs) per
@@ -44,26 +43,9 @@ var (
 	stableBytesKeys  = [][]byte{[]byte("LastVoteCand")}
 )
 
-// walStore is a raft-wal WAL whose Close also closes its metadata store:
-// raftwal.(*WAL).Close (v0.4.0) leaves wal-meta.db open and locked, so the
-// next Open of the same directory in this process (a node restarted in a
-// test, Recover) would wait for bolt's file lock forever.
-type walStore struct {
-	*raftwal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-func (w *walStore) Close() error {
-	err := w.WAL.Close()
-	if merr := w.meta.Close(); err == nil {
-		err = merr
-	}
-	return err
-}
-
 // openLogStore opens (creating it if needed) the write-ahead log under
 // raftDir, first migrating a raft-boltdb log left by an earlier version.
-func openLogStore(raftDir string, logger hclog.Logger) (*walStore, error) {
+func openLogStore(raftDir string, logger hclog.Logger) (*raftwal.WAL, error) {
 	if err := migrateBoltLog(raftDir, logger); err != nil {
 		return nil, err
 	}
@@ -74,15 +56,8 @@ func openLogStore(raftDir string, logger hclog.Logger) (*walStore, error) {
 	return openWAL(dir, logger)
 }
 
-func openWAL(dir string, logger hclog.Logger) (*walStore, error) {
-	meta := &metadb.BoltMetaDB{}
-	w, err := raftwal.Open(dir, raftwal.WithLogger(logger.Named("wal")),
-		raftwal.WithSegmentSize(walSegmentSize), raftwal.WithMetaStore(meta))
-	if err != nil {
-		meta.Close()
-		return nil, err
-	}
-	return &walStore{WAL: w, meta: meta}, nil
+func openWAL(dir string, logger hclog.Logger) (*raftwal.WAL, error) {
+	return raftwal.Open(dir, raftwal.WithLogger(logger.Named("wal")), raftwal.WithSegmentSize(walSegmentSize))
 }
 
 // hasRaftData reports whether raftDir holds a Raft log of either format.

@@ -115,6 +115,32 @@ func TestBoltLogMigratesToWAL(t *testing.T) {
 	checkStore(t, w, append(logs, more...), 9, 8, "n2")
 }
 
+// Raft deletes a log suffix when a new leader's log conflicts with it (a
+// follower that had uncommitted entries of a dead leader). raft-wal v0.4.0
+// then recorded the old tail segment as sealed without its index block, and
+// the next start panicked in raft.NewRaft ("sealed segment has no index
+// block", hashicorp/raft-wal#31; seen in the failover bench after kill -9).
+// v0.4.1 seals it properly; this keeps that so.
+func TestWALReopensAfterSuffixTruncation(t *testing.T) {
+	raftDir := filepath.Join(t.TempDir(), "raft")
+	w, err := openLogStore(raftDir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := testLogs(1, 120)
+	must(t, w.StoreLogs(logs))
+	must(t, w.DeleteRange(101, 120)) // "clearing log suffix"
+	more := testLogs(101, 105)
+	must(t, w.StoreLogs(more))
+	must(t, w.Close())
+	w, err = openLogStore(raftDir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	checkStore(t, w, append(logs[:100], more...), 0, 0, "")
+}
+
 func TestBoltLogMigrationResumesAfterACrash(t *testing.T) {
 	// Crash before the commit point: a half-built wal.migrating is thrown
 	// away and the migration runs again from raft.db.

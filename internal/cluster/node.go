@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -22,7 +23,7 @@ type Node struct {
 	log       *slog.Logger
 	fsm       *state.FSM
 	raft      *raft.Raft
-	wal       *walStore // log and stable store (logstore.go)
+	wal       *raftwal.WAL // log and stable store (logstore.go)
 	logs      raft.LogStore
 	snaps     *raft.FileSnapshotStore
 	stream    *streamLayer
