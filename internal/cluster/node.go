@@ -182,9 +182,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hlog
-	rc.HeartbeatTimeout = cfg.ElectionTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
+	raftTiming(rc, cfg.ElectionTimeout)
 	// hashicorp/raft tells followers about a new commit index only with the
 	// next AppendEntries: new entries, or after CommitTimeout (randomised up
 	// to 2x) when the leader is idle. Followers apply, and so push tasks to
@@ -234,6 +232,22 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	n.log.Info("raft started", "raft_addr", n.advertise, "has_state", n.hasState(),
 		"cluster_id", ident.ClusterID, "static_voters", len(n.static), "vote_held", n.voteHeld.Load())
 	return n, nil
+}
+
+// raftTiming derives hashicorp/raft's failure-detection timeouts from the one
+// knob (DESIGN.md, "Timing"). A follower that hears nothing (heartbeats come
+// every knob/10) for the knob, checked at randomised 1-2x knob intervals,
+// pre-votes; a candidate retries after a randomised 1-2x knob. The leader
+// steps down when it has not heard from a quorum for the knob: the lease is
+// as long as raft allows (<= the heartbeat timeout), so a leader whose pod is
+// starved of CPU for a while (CFS throttling, a loaded node) keeps its place
+// instead of forcing an election that would cost more than the stall.
+// Pre-vote stays on (hashicorp/raft's default): a node cut off and coming
+// back does not depose a healthy leader by bumping the term.
+func raftTiming(rc *raft.Config, knob time.Duration) {
+	rc.HeartbeatTimeout = knob
+	rc.ElectionTimeout = knob
+	rc.LeaderLeaseTimeout = knob
 }
 
 // Start runs the discovery/bootstrap/join loop and the housekeeping that
