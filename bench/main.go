@@ -39,6 +39,8 @@ type options struct {
 	// profileFor is how long the sched suite profiles the coordinators.
 	profileFor time.Duration
 	inProc     bool
+	// failover: extra kill -9 rows of ours, one per --raft-election-timeout value
+	altTimeouts []string
 	// retrieval: wall time allowed for Weaviate's import at each size
 	weaviateBudget time.Duration
 }
@@ -98,8 +100,17 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.profileFor, "profile-for", 8*time.Second, "with --profile: how long the sched suite's throughput run is profiled, from its start")
 	fs.BoolVar(&o.inProc, "in-process-only", false, "scale: skip the real-process part (restart, new follower)")
 	fs.DurationVar(&o.weaviateBudget, "weaviate-import-budget", 10*time.Minute, "retrieval: longest Weaviate import per size; the row reports how many vectors made it")
+	alt := fs.String("failover-timeouts", "1s", "failover: comma-separated --raft-election-timeout values, one extra kill -9 row of ours each (\"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	for _, v := range strings.Split(*alt, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			if _, err := time.ParseDuration(v); err != nil {
+				return o, fmt.Errorf("--failover-timeouts: %w", err)
+			}
+			o.altTimeouts = append(o.altTimeouts, v)
+		}
 	}
 	if o.quick {
 		o.duration = min(o.duration, 700*time.Millisecond)

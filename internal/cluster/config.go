@@ -29,17 +29,22 @@ var (
 	ErrStaleRead = errors.New("cluster: replica may be stale (no recent leader contact)")
 )
 
+// DefaultElectionTimeout is the default of the one Raft timing knob
+// (Config.ElectionTimeout, --raft-election-timeout). Why this value:
+// DESIGN.md, "Timing".
+const DefaultElectionTimeout = 300 * time.Millisecond
+
 // Config configures a Node. Zero values get the documented defaults.
 type Config struct {
 	NodeID          string        // Raft server id; stable for the life of the node (pod name)
-	DataDir         string        // holds raft/ (bolt log + stable store, snapshots) and node.json
+	DataDir         string        // holds raft/ (wal/: log + stable store; snapshots) and node.json
 	RaftBind        string        // listen address for Raft, e.g. ":8970"
 	RaftAdvertise   string        // address peers dial; may be a DNS name (resolved at every dial)
 	GRPCAdvertise   string        // this node's ClusterService address
 	HTTPAdvertise   string        // informational, replicated in NodeInfo
 	BootstrapExpect int           // voters of the initial cluster; 0/1 with no Join = single-node dev mode
 	Join            []string      // peers' gRPC addresses: "[ID=]HOST:PORT" or "dns:NAME:PORT"
-	ElectionTimeout time.Duration // the one timing knob (default 1s)
+	ElectionTimeout time.Duration // the one timing knob (DefaultElectionTimeout; see raftTiming)
 	Logger          *slog.Logger
 	DialOptions     []grpc.DialOption // for peer gRPC; default insecure
 
@@ -87,7 +92,7 @@ func (c *Config) setDefaults() error {
 		return errors.New("cluster: BootstrapExpect must be >= 0")
 	}
 	if c.ElectionTimeout <= 0 {
-		c.ElectionTimeout = time.Second
+		c.ElectionTimeout = DefaultElectionTimeout
 	}
 	if c.ElectionTimeout < 20*time.Millisecond {
 		return errors.New("cluster: ElectionTimeout must be at least 20ms")

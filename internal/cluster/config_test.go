@@ -99,7 +99,7 @@ func TestConfigValidation(t *testing.T) {
 	if err := c.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	if c.ElectionTimeout != time.Second || c.MinQuorum != 1 || c.StabilizationTime != 10*time.Second {
+	if c.ElectionTimeout != DefaultElectionTimeout || c.MinQuorum != 1 || c.StabilizationTime != 10*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	for name, mod := range map[string]func(*Config){
@@ -121,6 +121,26 @@ func TestConfigValidation(t *testing.T) {
 
 // The stream layer advertises a DNS name verbatim and resolves names when
 // dialling ("localhost" stands in for a pod's headless-service name).
+// The one knob sets every failure-detection timeout of hashicorp/raft, the
+// result passes raft's own validation at the default and at the smallest
+// accepted knob, and pre-vote stays on.
+func TestRaftTimingFromTheOneKnob(t *testing.T) {
+	for _, knob := range []time.Duration{DefaultElectionTimeout, 20 * time.Millisecond, 5 * time.Second} {
+		rc := raft.DefaultConfig()
+		rc.LocalID = "n1"
+		raftTiming(rc, knob)
+		if rc.HeartbeatTimeout != knob || rc.ElectionTimeout != knob || rc.LeaderLeaseTimeout != knob {
+			t.Fatalf("knob %v: heartbeat %v election %v lease %v", knob, rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout)
+		}
+		if rc.PreVoteDisabled {
+			t.Fatal("pre-vote disabled")
+		}
+		if err := raft.ValidateConfig(rc); err != nil {
+			t.Fatalf("knob %v: %v", knob, err)
+		}
+	}
+}
+
 func TestStreamLayerDialsDNSName(t *testing.T) {
 	port := freeport.Take(t)
 	adv := fmt.Sprintf("localhost:%d", port)

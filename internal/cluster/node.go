@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/indexify-go/indexify/internal/state"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
@@ -23,7 +23,7 @@ type Node struct {
 	log       *slog.Logger
 	fsm       *state.FSM
 	raft      *raft.Raft
-	bolt      *raftboltdb.BoltStore
+	wal       *raftwal.WAL // log and stable store (logstore.go)
 	logs      raft.LogStore
 	snaps     *raft.FileSnapshotStore
 	stream    *streamLayer
@@ -132,19 +132,19 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		return nil, err
 	}
 
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")})
+	n.wal, err = openLogStore(raftDir, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log: %w", err)
 	}
-	closers = append(closers, n.bolt.Close)
-	if n.logs, err = raft.NewLogCache(512, n.bolt); err != nil {
+	closers = append(closers, n.wal.Close)
+	if n.logs, err = raft.NewLogCache(512, n.wal); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog); err != nil {
 		return nil, fmt.Errorf("cluster: snapshot store: %w", err)
 	}
 	// Decide the vote hold before Raft can receive a single RPC.
-	lastIdx, err := n.bolt.LastIndex()
+	lastIdx, err := n.wal.LastIndex()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
@@ -182,9 +182,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hlog
-	rc.HeartbeatTimeout = cfg.ElectionTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
+	raftTiming(rc, cfg.ElectionTimeout)
 	// hashicorp/raft tells followers about a new commit index only with the
 	// next AppendEntries: new entries, or after CommitTimeout (randomised up
 	// to 2x) when the leader is idle. Followers apply, and so push tasks to
@@ -225,7 +223,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 
 	// The log store reports stored batches to the address-change fence
 	// (peerfence.go).
-	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, fencedLogs{LogStore: n.logs, f: trans.fence}, n.bolt, n.snaps, trans)
+	n.raft, err = raft.NewRaft(rc, &idFSM{FSM: fsm, n: n}, fencedLogs{LogStore: n.logs, f: trans.fence}, n.wal, n.snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
@@ -234,6 +232,22 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	n.log.Info("raft started", "raft_addr", n.advertise, "has_state", n.hasState(),
 		"cluster_id", ident.ClusterID, "static_voters", len(n.static), "vote_held", n.voteHeld.Load())
 	return n, nil
+}
+
+// raftTiming derives hashicorp/raft's failure-detection timeouts from the one
+// knob (DESIGN.md, "Timing"). A follower that hears nothing (heartbeats come
+// every knob/10) for the knob, checked at randomised 1-2x knob intervals,
+// pre-votes; a candidate retries after a randomised 1-2x knob. The leader
+// steps down when it has not heard from a quorum for the knob: the lease is
+// as long as raft allows (<= the heartbeat timeout), so a leader whose pod is
+// starved of CPU for a while (CFS throttling, a loaded node) keeps its place
+// instead of forcing an election that would cost more than the stall.
+// Pre-vote stays on (hashicorp/raft's default): a node cut off and coming
+// back does not depose a healthy leader by bumping the term.
+func raftTiming(rc *raft.Config, knob time.Duration) {
+	rc.HeartbeatTimeout = knob
+	rc.ElectionTimeout = knob
+	rc.LeaderLeaseTimeout = knob
 }
 
 // Start runs the discovery/bootstrap/join loop and the housekeeping that
@@ -463,7 +477,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Warn("shutdown: background work did not stop in time", "err", ctx.Err())
 		}
 		n.peers.close()
-		if err := n.bolt.Close(); err != nil && n.shutdownErr == nil {
+		if err := n.wal.Close(); err != nil && n.shutdownErr == nil {
 			n.shutdownErr = fmt.Errorf("cluster: close raft log: %w", err)
 		}
 	})

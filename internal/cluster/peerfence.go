@@ -262,6 +262,14 @@ type fencedLogs struct {
 
 func (l fencedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
+// IsMonotonic passes the wrapped store's raft.MonotonicLogStore answer on
+// (raft-wal takes no gaps: after a snapshot restore Raft must clear the log
+// instead of leaving a hole). Without it the wrapper would hide the method.
+func (l fencedLogs) IsMonotonic() bool {
+	m, ok := l.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 func (l fencedLogs) StoreLogs(logs []*raft.Log) error {
 	err := l.LogStore.StoreLogs(logs)
 	l.f.stored(logs)

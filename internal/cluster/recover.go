@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/indexify-go/indexify/internal/state"
 )
@@ -67,15 +67,14 @@ func Recover(dataDir, nodeID string, peers []Peer) error {
 		return fmt.Errorf("recover: --peers must include this node (%s)", nodeID)
 	}
 	raftDir := filepath.Join(dataDir, "raft")
-	dbPath := filepath.Join(raftDir, "raft.db")
-	if _, err := os.Stat(dbPath); err != nil {
-		return fmt.Errorf("recover: no Raft data at %s: %w", dbPath, err)
+	if !hasRaftData(raftDir) {
+		return fmt.Errorf("recover: no Raft data in %s", raftDir)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: dbPath})
+	logs, err := openLogStore(raftDir, hclog.NewNullLogger())
 	if err != nil {
 		return fmt.Errorf("recover: open raft log (is the node still running?): %w", err)
 	}
-	defer bolt.Close()
+	defer logs.Close()
 	snaps, err := raft.NewFileSnapshotStore(raftDir, 2, io.Discard)
 	if err != nil {
 		return fmt.Errorf("recover: snapshot store: %w", err)
@@ -84,7 +83,7 @@ func Recover(dataDir, nodeID string, peers []Peer) error {
 	rc.LocalID = raft.ServerID(nodeID)
 	_, trans := raft.NewInmemTransport("")
 	fsm := state.NewFSM(state.NewStore(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := raft.RecoverCluster(rc, fsm, bolt, bolt, snaps, trans, conf); err != nil {
+	if err := raft.RecoverCluster(rc, fsm, logs, logs, snaps, trans, conf); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	// The operator chose this node's data as the cluster's: a node that was

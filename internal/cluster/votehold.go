@@ -84,13 +84,6 @@ func (n *Node) initVoteHold(empty bool) error {
 	return nil
 }
 
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-}
-
 // VoteHeld reports whether this node withholds its vote (started without
 // Raft state and has not caught up yet).
 func (n *Node) VoteHeld() bool { return n.voteHeld.Load() }
