@@ -134,6 +134,16 @@ func TestConsoleFollowsLeaderFailover(t *testing.T) {
 		}
 		return nil
 	})
+	// The API server creates the "default" namespace in the background
+	// once a leader takes writes; with the 300ms Raft timing the executor
+	// can register before that commit is visible here.
+	harness.Eventually(t, 30*time.Second, "the default namespace exists", func() error {
+		code, body, err := api.Do(context.Background(), "GET", "/namespaces/default", "", nil)
+		if err != nil || code != 200 {
+			return fmt.Errorf("GET /namespaces/default: %d %v %s", code, err, body)
+		}
+		return nil
+	})
 	// Some data, so the screenshot shows every part of the console.
 	code, body, err := api.Do(context.Background(), "POST", "/namespaces/default/extraction_graphs", "application/x-yaml", strings.NewReader(graphYAML))
 	if err != nil || code != 200 {
