@@ -63,6 +63,9 @@ func failoverSuite(r *runner, o options) (string, error) {
 	// The one Raft timing knob at other values (--failover-timeouts; by
 	// default the 1 s it had before issue 14): what kill -9 costs there.
 	for _, v := range o.altTimeouts {
+		if o.termOnly {
+			break
+		}
 		rows = append(rows, oursFailover(r, o, "ours, `--raft-election-timeout "+v+"`", false, "--raft-election-timeout", v)...)
 		r.close()
 	}
@@ -121,7 +124,10 @@ func oursFailover(r *runner, o options, label string, withTerm bool, extra ...st
 	kill := &failoverRow{system: label, event: "kill -9 leader"}
 	term := &failoverRow{system: label, event: "SIGTERM leader (hand-off)"}
 	rows := []*failoverRow{kill}
-	if withTerm {
+	switch {
+	case withTerm && o.termOnly:
+		rows = []*failoverRow{term}
+	case withTerm:
 		rows = append(rows, term)
 	}
 	for _, row := range rows {
@@ -160,7 +166,11 @@ func etcdFailover(r *runner, o options) []*failoverRow {
 	defer stop()
 	kill := &failoverRow{system: "etcd (3 members)", event: "kill -9 leader"}
 	term := &failoverRow{system: "etcd (3 members)", event: "SIGTERM leader (hand-off)"}
-	for _, row := range []*failoverRow{kill, term} {
+	rows := []*failoverRow{kill, term}
+	if o.termOnly {
+		rows = rows[1:]
+	}
+	for _, row := range rows {
 		for t := range o.trials {
 			for i := range ec.members {
 				ec.waitReady(i)
@@ -186,7 +196,7 @@ func etcdFailover(r *runner, o options) []*failoverRow {
 			ec.start(li)
 		}
 	}
-	return []*failoverRow{kill, term}
+	return rows
 }
 
 var _ = harness.Eventually

@@ -41,6 +41,8 @@ type options struct {
 	inProc     bool
 	// failover: extra kill -9 rows of ours, one per --raft-election-timeout value
 	altTimeouts []string
+	// failover: skip the kill -9 trials (a SIGTERM run on a fresh cluster)
+	termOnly bool
 	// retrieval: wall time allowed for Weaviate's import at each size
 	weaviateBudget time.Duration
 }
@@ -100,6 +102,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.profileFor, "profile-for", 8*time.Second, "with --profile: how long the sched suite's throughput run is profiled, from its start")
 	fs.BoolVar(&o.inProc, "in-process-only", false, "scale: skip the real-process part (restart, new follower)")
 	fs.DurationVar(&o.weaviateBudget, "weaviate-import-budget", 10*time.Minute, "retrieval: longest Weaviate import per size; the row reports how many vectors made it")
+	fs.BoolVar(&o.termOnly, "sigterm-only", false, "failover: only the SIGTERM hand-off trials, on a cluster that was not through kill -9 first")
 	alt := fs.String("failover-timeouts", "1s", "failover: comma-separated --raft-election-timeout values, one extra kill -9 row of ours each (\"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

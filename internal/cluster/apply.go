@@ -77,6 +77,16 @@ func (p *peerClients) client(addr string) (pb.ClusterServiceClient, error) {
 	return pb.NewClusterServiceClient(cc), nil
 }
 
+// resetBackoff makes every peer connection in reconnect backoff try again
+// now.
+func (p *peerClients) resetBackoff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cc := range p.conns {
+		cc.ResetConnectBackoff()
+	}
+}
+
 func (p *peerClients) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

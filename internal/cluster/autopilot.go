@@ -80,18 +80,8 @@ func (a *autopilot) isHealthy(id raft.ServerID) bool {
 // this leader in this term, and its log trails ours by at most MaxTrailingLag.
 func (a *autopilot) check(ctx context.Context, s raft.Server, term uint64) (healthy bool, answered bool) {
 	n := a.n
-	addr := n.grpcAddrOf(string(s.ID))
-	if addr == "" {
-		return false, false
-	}
-	cl, err := n.peers.client(addr)
-	if err != nil {
-		return false, false
-	}
-	cctx, cancel := context.WithTimeout(ctx, max(n.cfg.ElectionTimeout, 200*time.Millisecond))
-	defer cancel()
-	st, err := cl.Status(cctx, &pb.StatusRequest{})
-	if err != nil || st.NodeId != string(s.ID) {
+	st, ok := n.peerStatus(ctx, s)
+	if !ok {
 		return false, false
 	}
 	last := n.raft.LastIndex()

@@ -431,13 +431,17 @@ func suffrageName(s raft.ServerSuffrage) string {
 	}
 }
 
-// Shutdown stops this node without leaving the cluster. A leader first stops
-// taking writes (ErrShuttingDown, so forwarding peers retry at the next
+// Shutdown stops this node without leaving the cluster. A leader first waits
+// (bounded) until the voters it leaves behind can commit without it
+// (handoff.go), then stops taking writes (ErrShuttingDown, so forwarding peers retry at the next
 // leader) and hands leadership to a caught-up follower, which costs no
 // election timeout. It never removes itself from the configuration: a
 // restart is not a scale-down.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.shutdownOnce.Do(func() {
+		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
+			n.awaitCaughtUpQuorum(ctx) // still taking writes (handoff.go)
+		}
 		n.shuttingDown.Store(true)
 		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
 			n.log.Info("transferring leadership before shutdown")

@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// A leader that shuts down right after a follower restarted far behind
+// waits for that follower before handing over: with three voters the new
+// leader needs both remaining nodes to commit, so handing over first would
+// leave every write at the new leader waiting for the catch-up.
+func TestShutdownWaitsForCaughtUpQuorum(t *testing.T) {
+	specs := newSpecs(t, 3)
+	mode := staticMode(specs)
+	nodes := []*testNode{
+		startNode(t, specs[0], mode, nil),
+		startNode(t, specs[1], mode, nil),
+		startNode(t, specs[2], mode, nil),
+	}
+	leader := waitLeader(t, nodes...)
+	lagger := followersOf(leader, nodes)[0]
+	lagger.stop()
+
+	// Enough entries that catching up takes several AppendEntries rounds.
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				name := fmt.Sprintf("lag-%d-%d", w, i)
+				if _, err := createNamespace(ctx, leader.node, name); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("write while the follower is down: %v", err)
+	}
+
+	lagger = startNode(t, lagger.spec, mode, nil)
+	last := leader.node.raft.LastIndex()
+	if got := lagger.node.raft.LastIndex(); got+leader.node.cfg.MaxTrailingLag >= last {
+		t.Fatalf("restarted follower already caught up (%d of %d): the test needs it behind", got, last)
+	}
+	if err := leader.node.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := lagger.node.raft.LastIndex(); got+leader.node.cfg.MaxTrailingLag < last {
+		t.Fatalf("leader handed over while the restarted follower held %d of %d entries", got, last)
+	}
+	rest := followersOf(leader, []*testNode{nodes[0], nodes[1], nodes[2]})
+	for i, tn := range rest {
+		if tn.spec == lagger.spec {
+			rest[i] = lagger
+		}
+	}
+	newLeader := waitLeader(t, rest...)
+	mustCreateNamespace(t, newLeader.node, "after-hand-off")
+}
