@@ -96,6 +96,24 @@ func (f *serverFlags) apiServer(dataDir string, conn *grpc.ClientConn, log *slog
 // connection: request ids.
 func apiDialOptions() []grpc.DialOption { return api.RequestIDInterceptors() }
 
+// logRetries logs, at debug level, every coordinator call that was not
+// answered at its first try: each failed try (where it went, how long it
+// waited before it) and the try that succeeded, so an operator can see
+// where a slow request spent its time during a failover.
+func logRetries(log *slog.Logger) grpc.DialOption {
+	return coordclient.OnAttempt(func(a coordclient.Attempt) {
+		if (a.Err == nil && a.N == 1) || !log.Enabled(context.Background(), slog.LevelDebug) {
+			return
+		}
+		target := a.Target
+		if target == "" {
+			target = "balanced"
+		}
+		log.Debug("coordinator call try", "method", a.Method, "try", a.N, "target", target,
+			"waited", a.Waited, "err", a.Err)
+	})
+}
+
 func newServerCmd() *cobra.Command {
 	f := &serverFlags{}
 	var coordinators, dataDir string
@@ -111,7 +129,7 @@ func newServerCmd() *cobra.Command {
 			}
 			targets := coordclient.ParseTargets(coordinators)
 			f.sec.warnCoordinatorExposure(log, targets)
-			conn, err := coordclient.Dial(targets, append(opts, apiDialOptions()...)...)
+			conn, err := coordclient.Dial(targets, append(append(opts, apiDialOptions()...), logRetries(log))...)
 			if err != nil {
 				return fmt.Errorf("--coordinator-addr: %w", err)
 			}

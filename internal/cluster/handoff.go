@@ -57,10 +57,6 @@ func (n *Node) awaitCaughtUpQuorum(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, n.handOffWait())
 	defer cancel()
 	start := time.Now()
-	// A follower that was down moments ago is, to this node's gRPC
-	// connection, still in reconnect backoff (up to seconds): its Status
-	// calls would fail at once until then, however caught up it is.
-	n.peers.resetBackoff()
 	for {
 		if n.raft.State() != raft.Leader {
 			return
