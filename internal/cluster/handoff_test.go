@@ -12,13 +12,8 @@ import (
 // leader needs both remaining nodes to commit, so handing over first would
 // leave every write at the new leader waiting for the catch-up.
 func TestShutdownWaitsForCaughtUpQuorum(t *testing.T) {
-	specs := newSpecs(t, 3)
-	mode := staticMode(specs)
-	nodes := []*testNode{
-		startNode(t, specs[0], mode, nil),
-		startNode(t, specs[1], mode, nil),
-		startNode(t, specs[2], mode, nil),
-	}
+	nodes := startStatic3(t, nil)
+	mode := staticMode([]*spec{nodes[0].spec, nodes[1].spec, nodes[2].spec})
 	leader := waitLeader(t, nodes...)
 	lagger := followersOf(leader, nodes)[0]
 	lagger.stop()

@@ -14,6 +14,8 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
 	"go.etcd.io/bbolt"
+
+	"github.com/indexify-go/indexify/internal/durable"
 )
 
 // Raft's log and stable store is a raft-wal (v0.4.1) write-ahead log in
@@ -93,7 +95,7 @@ func migrateBoltLog(raftDir string, logger hclog.Logger) error {
 		if err := os.Remove(boltPath); err != nil {
 			return fmt.Errorf("raft log: %w", err)
 		}
-		return syncDir(raftDir)
+		return durable.SyncDir(raftDir)
 	}
 	if err := os.RemoveAll(tmpDir); err != nil {
 		return fmt.Errorf("raft log migration: %w", err)
@@ -105,20 +107,20 @@ func migrateBoltLog(raftDir string, logger hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("raft log migration (raft.db is unchanged): %w", err)
 	}
-	if err := syncDir(tmpDir); err != nil {
+	if err := durable.SyncDir(tmpDir); err != nil {
 		return fmt.Errorf("raft log migration: %w", err)
 	}
 	if err := os.Rename(tmpDir, walDir); err != nil {
 		return fmt.Errorf("raft log migration: %w", err)
 	}
-	if err := syncDir(raftDir); err != nil {
+	if err := durable.SyncDir(raftDir); err != nil {
 		return fmt.Errorf("raft log migration: %w", err)
 	}
 	if err := os.Remove(boltPath); err != nil {
 		return fmt.Errorf("raft log migration: %w", err)
 	}
 	logger.Info("migrated the raft log from raft-boltdb to raft-wal", "entries", n, "dir", walDir)
-	return syncDir(raftDir)
+	return durable.SyncDir(raftDir)
 }
 
 // copyBoltToWAL copies every log entry and stable value of the bolt store
@@ -192,14 +194,3 @@ func copyStable(dst, src raft.StableStore) error {
 }
 
 func isBoltNotFound(err error) bool { return errors.Is(err, raftboltdb.ErrKeyNotFound) }
-
-// syncDir makes the creation, rename or removal of entries in dir durable.
-// The vote-hold marker ignores its error (best effort, votehold.go).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

@@ -42,6 +42,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/indexify-go/indexify/internal/durable"
 	"github.com/indexify-go/indexify/internal/retry"
 )
 
@@ -79,7 +80,7 @@ func (n *Node) initVoteHold(empty bool) error {
 	if err != nil {
 		return fmt.Errorf("cluster: vote hold marker: %w", err)
 	}
-	syncDir(filepath.Dir(p))
+	durable.SyncDir(filepath.Dir(p))
 	n.voteHeld.Store(true)
 	return nil
 }
@@ -115,7 +116,7 @@ func (n *Node) releaseVoteHold(why string) {
 		n.log.Error("vote hold: removing the marker failed; still withholding the vote", "err", err)
 		return
 	}
-	syncDir(filepath.Join(n.cfg.DataDir, "raft"))
+	durable.SyncDir(filepath.Join(n.cfg.DataDir, "raft"))
 	n.voteHeld.Store(false)
 	n.log.Info("vote hold released: this node takes part in elections again", "reason", why,
 		"applied_index", n.raft.AppliedIndex(), "votes_withheld", n.votesWithheld.Load())

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/indexify-go/indexify/internal/dirlock"
+	"github.com/indexify-go/indexify/internal/durable"
 )
 
 // Embedded is the Store kept in files under one directory: vectors held in
@@ -152,7 +153,7 @@ func (e *Embedded) EnsureIndex(_ context.Context, ns, name string, s Schema) err
 	if err := writeFileSync(filepath.Join(p, metaFile), b); err != nil {
 		return err
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := durable.SyncDir(e.dir); err != nil {
 		return err
 	}
 	ix, err := openIndex(p, m)
@@ -185,7 +186,7 @@ func (e *Embedded) DropIndex(_ context.Context, ns, name string) error {
 	if err := os.Rename(ix.dir, gone); err != nil {
 		return fmt.Errorf("index: dropping %s: %w", name, err)
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := durable.SyncDir(e.dir); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(gone); err != nil {
@@ -314,17 +315,5 @@ func writeFileSync(path string, b []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("index: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("index: sync %s: %w", dir, err)
-	}
-	return nil
+	return durable.SyncDir(filepath.Dir(path))
 }

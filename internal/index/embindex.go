@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/viterin/vek/vek32"
+
+	"github.com/indexify-go/indexify/internal/durable"
 )
 
 // embIndex is one index of the embedded store: points in memory (metadata
@@ -425,7 +427,7 @@ func (ix *embIndex) compact() error {
 	// f's offset is at its end: new records follow the rewritten ones.
 	ix.f.Close()
 	ix.f, ix.logSize, ix.garbage = f, size, 0
-	return syncDir(ix.dir)
+	return durable.SyncDir(ix.dir)
 }
 
 func (ix *embIndex) close() error {

@@ -35,6 +35,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/indexify-go/indexify/internal/durable"
 )
 
 // Magic opens every format-2 stream.
@@ -164,7 +166,7 @@ func Read(r io.Reader, dir string) (applied uint64, err error) {
 	if err := os.Rename(part, dir); err != nil {
 		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
-	return applied, syncDir(filepath.Dir(dir))
+	return applied, durable.SyncDir(filepath.Dir(dir))
 }
 
 func readInto(r io.Reader, dir string) (applied uint64, err error) {
@@ -210,7 +212,7 @@ func readInto(r io.Reader, dir string) (applied uint64, err error) {
 			if count != uint64(len(seen)) || !bytes.Equal(got, want) {
 				return 0, errors.New("checkpoint: stream does not match its end record (corrupt)")
 			}
-			return applied, syncDir(dir)
+			return applied, durable.SyncDir(dir)
 		default:
 			return 0, fmt.Errorf("checkpoint: unknown record kind %#x (corrupt stream)", kind)
 		}
@@ -283,7 +285,7 @@ func Install(next, live string) error {
 	if err := os.Rename(next, live); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := syncDir(filepath.Dir(live)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(live)); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(old); err != nil {
@@ -311,7 +313,7 @@ func Recover(next, live string) error {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
 		}
-		if err := syncDir(filepath.Dir(live)); err != nil {
+		if err := durable.SyncDir(filepath.Dir(live)); err != nil {
 			return err
 		}
 	}
@@ -326,16 +328,4 @@ func Recover(next, live string) error {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: sync %s: %w", dir, err)
-	}
-	return nil
 }
