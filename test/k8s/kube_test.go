@@ -259,6 +259,7 @@ func (r *release) cleanup() {
 				r.t.Logf("kubectl logs %s:\n%s", p.Name, out)
 			}
 		}
+		nodeDiagnostics(r.t)
 	}
 	un := action.NewUninstall(r.helmConfig())
 	un.Timeout = time.Minute
@@ -267,6 +268,38 @@ func (r *release) cleanup() {
 	}
 	if out, err := kubectl(3*time.Minute, "delete", "namespace", r.ns, "--wait=true", "--timeout=150s"); err != nil {
 		r.t.Logf("delete namespace: %s %v", out, err)
+	}
+}
+
+// nodeDiagnostics logs what the node itself saw when a test failed: the
+// tails of the cluster's own daemons (CoreDNS answers the pods' lookups,
+// kube-proxy programs the service addresses), the drop counters of the
+// guard table, the conntrack table's fill and the kernel's last messages (a
+// full conntrack table drops new flows, DNS and connects alike, while
+// established streams go on).
+func nodeDiagnostics(t testing.TB) {
+	t.Helper()
+	for _, n := range []string{"coredns", "kube-proxy", "kubelet"} {
+		b, err := os.ReadFile(filepath.Join(clusterDir(), "logs", n+".log"))
+		if err != nil {
+			t.Logf("%s log: %v", n, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("%s log (last %d lines):\n%s", n, len(lines), strings.Join(lines, "\n"))
+	}
+	for _, c := range [][]string{
+		{"nft", "list", "table", "inet", "idxk8s_guard"},
+		{"sh", "-c", "echo conntrack $(cat /proc/sys/net/netfilter/nf_conntrack_count) of $(cat /proc/sys/net/netfilter/nf_conntrack_max)"},
+		{"sh", "-c", "dmesg 2>&1 | tail -n 20"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := exec.CommandContext(ctx, c[0], c[1:]...).CombinedOutput()
+		cancel()
+		t.Logf("%s:\n%s%v", strings.Join(c, " "), out, errOrNil(err))
 	}
 }
 
