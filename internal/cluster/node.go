@@ -186,11 +186,13 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	// hashicorp/raft tells followers about a new commit index only with the
 	// next AppendEntries: new entries, or after CommitTimeout (randomised up
 	// to 2x) when the leader is idle. Followers apply, and so push tasks to
-	// executors connected to them, that much later; 10 ms instead of the
-	// default 50 ms cut upload -> task at a follower-attached executor from
-	// ~80 ms to ~20 ms at light load (BENCHMARKS.md) for ~100 extra empty
-	// AppendEntries per follower per second while idle.
-	rc.CommitTimeout = 10 * time.Millisecond
+	// executors connected to them, that much later. Upload -> task at a
+	// follower-attached executor, light load (BENCHMARKS.md): 50 ms gave
+	// ~80 ms, 10 ms gave 22 ms, 2 ms gives 9 ms. The price is idle CPU: the
+	// leader sends 250-500 empty AppendEntries per follower per second; an
+	// idle 3-node cluster took 10% of one core at 10 ms and 21% at 2 ms
+	// (leader 6 -> 12%, each follower 2 -> 5%), measured the same hour.
+	rc.CommitTimeout = 2 * time.Millisecond
 	// Group commit: with BatchApplyCh the apply channel buffers up to
 	// MaxAppendEntries proposals, so one leader-loop turn appends (one disk
 	// write) and replicates (one AppendEntries per follower) a whole batch of
