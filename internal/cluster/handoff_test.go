@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // A leader that shuts down right after a follower restarted far behind
@@ -12,6 +15,16 @@ import (
 // leader needs both remaining nodes to commit, so handing over first would
 // leave every write at the new leader waiting for the catch-up.
 func TestShutdownWaitsForCaughtUpQuorum(t *testing.T) {
+	testHandOffWaitsForCaughtUpQuorum(t, func(ctx context.Context, n *Node) error { return n.Shutdown(ctx) })
+}
+
+// Leave (a scale-down) hands over the same way: the removal, and every write
+// after it, is committed by the voters left, the restarted one among them.
+func TestLeaveWaitsForCaughtUpQuorum(t *testing.T) {
+	testHandOffWaitsForCaughtUpQuorum(t, func(ctx context.Context, n *Node) error { return n.Leave(ctx) })
+}
+
+func testHandOffWaitsForCaughtUpQuorum(t *testing.T, stop func(context.Context, *Node) error) {
 	nodes := startStatic3(t, nil)
 	mode := staticMode([]*spec{nodes[0].spec, nodes[1].spec, nodes[2].spec})
 	leader := waitLeader(t, nodes...)
@@ -47,8 +60,21 @@ func TestShutdownWaitsForCaughtUpQuorum(t *testing.T) {
 	if got := lagger.node.raft.LastIndex(); got+leader.node.cfg.MaxTrailingLag >= last {
 		t.Fatalf("restarted follower already caught up (%d of %d): the test needs it behind", got, last)
 	}
-	if err := leader.node.Shutdown(ctx); err != nil {
+	// What the restarted follower holds when the leader stops leading (the
+	// hand-off), seen by polling; read once leadership is gone, so a value
+	// behind the log can only mean it was behind at the hand-off or after.
+	atHandOff := make(chan uint64, 1)
+	go func() {
+		for i := 0; i < 200_000 && leader.node.raft.State() == raft.Leader; i++ {
+			time.Sleep(50 * time.Microsecond) // pacing of the poll
+		}
+		atHandOff <- lagger.node.raft.LastIndex()
+	}()
+	if err := stop(ctx, leader.node); err != nil {
 		t.Fatal(err)
+	}
+	if got := <-atHandOff; got+leader.node.cfg.MaxTrailingLag < last {
+		t.Fatalf("leader handed over while the restarted follower held %d of %d entries", got, last)
 	}
 	if got := lagger.node.raft.LastIndex(); got+leader.node.cfg.MaxTrailingLag < last {
 		t.Fatalf("leader handed over while the restarted follower held %d of %d entries", got, last)

@@ -59,12 +59,13 @@ type Node struct {
 	membershipMu    sync.Mutex      // serialises configuration changes made by this leader
 	leaderReadyTerm atomic.Uint64   // term whose leader barrier completed (0: not ready)
 	shuttingDown    atomic.Bool
-	bootstraps      atomic.Int32 // BootstrapCluster calls that succeeded in this process
-	discoverRounds  atomic.Int32 // completed discovery rounds (tests observe progress)
-	voteHeld        atomic.Bool  // started without Raft state, not caught up yet (votehold.go)
-	gate            *voteGate    // the transport wrapper enforcing the hold
-	votesWithheld   atomic.Int64 // vote requests refused while held
-	withheldLogged  atomic.Int64 // unix nanos of the last "withholding vote" log line
+	bootstraps      atomic.Int32      // BootstrapCluster calls that succeeded in this process
+	discoverRounds  atomic.Int32      // completed discovery rounds (tests observe progress)
+	voteHeld        atomic.Bool       // started without Raft state, not caught up yet (votehold.go)
+	gate            *voteGate         // the transport wrapper enforcing the hold
+	votesWithheld   atomic.Int64      // vote requests refused while held
+	leaderCommit    leaderCommitCache // the leader's commit index as last asked (ready.go)
+	withheldLogged  atomic.Int64      // unix nanos of the last "withholding vote" log line
 	bg              sync.WaitGroup
 	shutdownOnce    sync.Once
 	shutdownErr     error
@@ -318,56 +319,6 @@ func (n *Node) Live() bool {
 	return n.raft.State() != raft.Shutdown
 }
 
-// readyLag is how many committed entries a node may still have to apply and
-// be reported ready.
-const readyLag = 64
-
-// Ready reports whether this node should receive client traffic: it is a
-// member of the configuration, a leader is known (and heard from recently),
-// and it has applied (nearly) everything committed.
-func (n *Node) Ready() (bool, string) {
-	ok, why := n.ready()
-	if !ok {
-		// The likely cause when a node of another cluster keeps knocking:
-		// this node refuses it and has no usable leader of its own.
-		if c := n.recentConflict(); c != "" {
-			why += "; " + c
-		}
-	}
-	return ok, why
-}
-
-func (n *Node) ready() (bool, string) {
-	if n.shuttingDown.Load() || !n.Live() {
-		return false, "shutting down"
-	}
-	cfg, _ := n.configuration()
-	if _, ok := findServer(cfg, n.cfg.NodeID); !ok {
-		return false, "not in the raft configuration"
-	}
-	_, lid := n.raft.LeaderWithID()
-	if lid == "" {
-		return false, "no leader known"
-	}
-	if n.raft.State() != raft.Leader && time.Since(n.raft.LastContact()) > 2*n.cfg.ElectionTimeout {
-		return false, "no recent contact with the leader"
-	}
-	if n.raft.State() == raft.Leader && n.leaderReadyTerm.Load() != n.raft.CurrentTerm() {
-		return false, "leader is still applying the log of previous terms"
-	}
-	commit, applied := n.raft.CommitIndex(), n.raft.AppliedIndex()
-	if commit > applied+readyLag {
-		return false, fmt.Sprintf("catching up: applied %d of %d", applied, commit)
-	}
-	// A node that got its state by replication learns the cluster id from a
-	// peer a moment later; until then it cannot vouch for which cluster it
-	// serves (operators and tests compare ids), so it is not ready.
-	if n.ClusterID() == "" {
-		return false, "cluster id not learned yet"
-	}
-	return true, "ok"
-}
-
 // Status describes this node and, as far as it knows, the cluster.
 // StatusResponse.leader_addr is the leader's gRPC address.
 func (n *Node) Status() *pb.StatusResponse {
@@ -491,8 +442,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 }
 
 // Leave removes this node from the cluster (real scale-down), then shuts it
-// down. A leader hands leadership over first, so the removal is committed by
-// the next leader without an election timeout.
+// down. A leader hands leadership over first, once the voters it leaves
+// behind hold its log (handoff.go), so the removal is committed by the next
+// leader without an election timeout or a catch-up stall.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.shuttingDown.Load() {
 		return ErrShuttingDown
@@ -531,6 +483,9 @@ func (n *Node) leaveOnce(ctx context.Context) error {
 		if n.voterCount() <= 1 {
 			return errLastVoter
 		}
+		// The voters left commit the removal and everything after it, so
+		// they must hold this log first, as at Shutdown (handoff.go).
+		n.awaitCaughtUpQuorum(ctx)
 		if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
 			return err
 		}
