@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/indexify-go/indexify/internal/errcode"
-	"github.com/indexify-go/indexify/internal/retry"
-	"github.com/indexify-go/indexify/internal/state"
-	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/indexify-go/indexify/internal/errcode"
+	"github.com/indexify-go/indexify/internal/grpcconn"
+	"github.com/indexify-go/indexify/internal/retry"
+	"github.com/indexify-go/indexify/internal/state"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 // ErrOutcomeUnknown: the leader lost leadership (or became unreachable) after
@@ -62,6 +63,17 @@ func newPeerClients(opts []grpc.DialOption) *peerClients {
 }
 
 func (p *peerClients) client(addr string) (pb.ClusterServiceClient, error) {
+	cc, err := p.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	// The peer may be back before gRPC's reconnect backoff ends (it
+	// restarted, or it is the new leader that was down a moment ago).
+	grpcconn.Wake(context.Background(), cc)
+	return pb.NewClusterServiceClient(cc), nil
+}
+
+func (p *peerClients) conn(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -75,18 +87,7 @@ func (p *peerClients) client(addr string) (pb.ClusterServiceClient, error) {
 		}
 		p.conns[addr] = cc
 	}
-	if cc.GetState() == connectivity.TransientFailure {
-		// The peer was unreachable a moment ago (it restarted, or it was
-		// the leader that stopped). gRPC would fail every call at once
-		// with that old error until its reconnect backoff (a second and
-		// growing) ends, although the peer may be back: a follower kept
-		// forwarding to a new leader that had restarted in the trial
-		// before, getting "connection refused" for 400-500 ms (failover
-		// bench, SIGTERM). Try the connection again now instead; the
-		// callers' own retry loops bound how often.
-		cc.ResetConnectBackoff()
-	}
-	return pb.NewClusterServiceClient(cc), nil
+	return cc, nil
 }
 
 func (p *peerClients) close() {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/errcode"
+	"github.com/indexify-go/indexify/internal/grpcconn"
 	"github.com/indexify-go/indexify/internal/retry"
 )
 
@@ -156,6 +157,9 @@ func (r *retrier) unary(ctx context.Context, method string, req, reply any, cc *
 		}
 		if _, addr, ok := errcode.LeaderHint(err); ok && addr != "" && addr != target && redirects < maxRedirects {
 			if lc, derr := r.leaderConn(cc, addr); derr == nil {
+				// A hinted leader that was down when last tried (it
+				// restarted, and won) is tried now, not after gRPC's backoff.
+				grpcconn.Wake(ctx, lc)
 				redirects++
 				target, conn, waited = addr, lc, 0
 				continue

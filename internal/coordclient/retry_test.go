@@ -237,3 +237,81 @@ func TestUnavailableRetriedWithinTheBudget(t *testing.T) {
 		t.Fatalf("%d tries within the deadline, want retries", n)
 	}
 }
+
+// hintsTo refuses every ListNamespaces with a NOT_LEADER hint naming leader.
+type hintsTo struct {
+	pb.UnimplementedCoordinatorServiceServer
+	leader string
+}
+
+func (h *hintsTo) ListNamespaces(context.Context, *pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
+	return nil, errcode.NotLeader("not the leader", "b", h.leader)
+}
+
+type answers struct {
+	pb.UnimplementedCoordinatorServiceServer
+}
+
+func (answers) ListNamespaces(context.Context, *pb.ListNamespacesRequest) (*pb.ListNamespacesResponse, error) {
+	return &pb.ListNamespacesResponse{}, nil
+}
+
+// A hinted leader that was down when the client last tried it (a pod that
+// restarted and then won the election) is tried afresh: the first redirect
+// to it after it is back succeeds, instead of failing at once with the old
+// "connection refused" for the rest of gRPC's reconnect backoff (~1 s).
+func TestHintedLeaderBackFromDownIsTriedAtOnce(t *testing.T) {
+	a, b := addr(t), addr(t)
+	lis, err := net.Listen("tcp", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvA := grpc.NewServer()
+	pb.RegisterCoordinatorServiceServer(srvA, &hintsTo{leader: b})
+	go srvA.Serve(lis)
+	t.Cleanup(srvA.Stop)
+
+	var mu sync.Mutex
+	var attempts []coordclient.Attempt
+	conn, err := coordclient.Dial([]string{a}, coordclient.MaxAttempts(2), coordclient.OnAttempt(func(at coordclient.Attempt) {
+		mu.Lock()
+		attempts = append(attempts, at)
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	cl := pb.NewCoordinatorServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// b is down: the redirect fails and leaves the client's connection to b
+	// in reconnect backoff.
+	if _, err := cl.ListNamespaces(ctx, &pb.ListNamespacesRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("with the hinted leader down: err = %v, want Unavailable", err)
+	}
+
+	lisB, err := net.Listen("tcp", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvB := grpc.NewServer()
+	pb.RegisterCoordinatorServiceServer(srvB, answers{})
+	go srvB.Serve(lisB)
+	t.Cleanup(srvB.Stop)
+
+	mu.Lock()
+	attempts = nil
+	mu.Unlock()
+	// Two tries: a, then the redirect to b, which must reach the server.
+	if _, err := cl.ListNamespaces(ctx, &pb.ListNamespacesRequest{}); err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("with the hinted leader back: %v (tries: %+v)", err, attempts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != 2 || attempts[1].Target != b {
+		t.Fatalf("tries = %+v, want a then the redirect to %s", attempts, b)
+	}
+}
