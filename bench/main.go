@@ -74,7 +74,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	cmd := "go run ./bench " + strings.Join(os.Args[1:], " ")
+	cmd := "go run ./bench " + shellJoin(os.Args[1:])
 	if err := run(name, o, cmd); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -121,6 +121,19 @@ func parseFlags(args []string) (options, error) {
 		o.items = min(o.items, 5_000)
 	}
 	return o, nil
+}
+
+// shellJoin joins arguments so the printed command can be pasted back into
+// a shell: an empty argument or one with a space or quote is quoted.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
 
 // run runs one suite (or all) and writes each finished section.
