@@ -46,8 +46,36 @@ run() {
   timeout 5m bash test/k8s/cluster-up.sh
   lap "cluster up (with make image and the image import)" "$t"
   t=$(date +%s)
-  (cd test/k8s && timeout --kill-after=30s 35m go test -race -count=1 -timeout 30m -v ./...)
+  local log rc=0
+  log=$(mktemp /tmp/indexify-k8s-test.XXXXXX.log)
+  (cd test/k8s && timeout --kill-after=30s 35m go test -race -count=1 -timeout 30m -v ./...) 2>&1 \
+    | tee "$log" || rc=$?
   lap "test/k8s" "$t"
+  if [ "$rc" -ne 0 ]; then
+    summary "$log"
+    exit "$rc"
+  fi
+}
+
+# summary LOG: what each failed test said, printed last. A failed release
+# logs pods, events and the node's own logs (hundreds of lines) after the
+# failure itself, so the tail of the run alone showed only kernel messages.
+# Keeps each test's own log lines (file_test.go:N: ...), not those dumps.
+summary() {
+  echo "---- test/k8s failures (each test's last 15 own lines; the dumps are above)"
+  awk '
+    /^=== (RUN|CONT|NAME)/ { cur = $3; next }
+    /^ *[A-Za-z0-9_]+_test\.go:[0-9]+: / {
+      line = $0; sub(/^ */, "", line)
+      if (line ~ /^[a-z_]+\.go:[0-9]+: (kubectl (get|describe|logs)|coredns log|kube-proxy log|kubelet log|nft list|sh -c|helm uninstall|delete namespace)/) next
+      n[cur]++; said[cur, n[cur]] = substr(line, 1, 400)
+      next
+    }
+    /^ *--- FAIL: / {
+      name = $3; print "FAIL " name
+      for (i = (n[name] > 15 ? n[name] - 15 : 0) + 1; i <= n[name]; i++) print "    " said[name, i]
+    }
+  ' "$1"
 }
 
 case $phase in

@@ -294,7 +294,9 @@ func nodeDiagnostics(t testing.TB) {
 	for _, c := range [][]string{
 		{"nft", "list", "table", "inet", "idxk8s_guard"},
 		{"sh", "-c", "echo conntrack $(cat /proc/sys/net/netfilter/nf_conntrack_count) of $(cat /proc/sys/net/netfilter/nf_conntrack_max)"},
-		{"sh", "-c", "dmesg 2>&1 | tail -n 20"},
+		// Without the bridge ports' state changes, which every pod start
+		// and stop writes.
+		{"sh", "-c", "dmesg 2>&1 | grep -Ev 'veth|entered (blocking|disabled|forwarding|allmulticast|promiscuous)' | tail -n 20"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		out, err := exec.CommandContext(ctx, c[0], c[1:]...).CombinedOutput()
@@ -316,8 +318,17 @@ func errOrNil(err error) string {
 func (r *release) waitReady(t *testing.T, timeout time.Duration) time.Duration {
 	t.Helper()
 	to := fmt.Sprintf("--timeout=%ds", int(timeout.Seconds()))
-	mustKubectl(t, "-n", r.ns, "rollout", "status", "statefulset/"+r.sts(), to)
-	mustKubectl(t, "-n", r.ns, "wait", "--for=condition=Available", "deployment", "--all", to)
+	// kubectl is given its own --timeout plus a margin: bounded by
+	// mustKubectl's 2 minutes instead, a slow start was reported as "signal:
+	// killed" with none of what kubectl was waiting for.
+	for _, args := range [][]string{
+		{"-n", r.ns, "rollout", "status", "statefulset/" + r.sts(), to},
+		{"-n", r.ns, "wait", "--for=condition=Available", "deployment", "--all", to},
+	} {
+		if _, err := kubectl(timeout+30*time.Second, args...); err != nil {
+			t.Fatalf("not ready %s after install: %v", time.Since(r.installed).Round(time.Second), err)
+		}
+	}
 	return time.Since(r.installed)
 }
 
