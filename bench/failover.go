@@ -95,7 +95,7 @@ func failoverSuite(r *runner, o options) (string, error) {
 		"**first write** = fault -> answer of the first successful write sent after the fault; " +
 		"**longest gap** = longest stretch with no successful answer between the fault and 2 s after that first success (the unavailability a client sees). " +
 		"The stopped member is restarted on its data directory before the next trial. Both use their default timing (ours: `--raft-election-timeout " + cluster.DefaultElectionTimeout.String() + "`; etcd: 100 ms heartbeat, 1000 ms election); the rows naming a timeout show ours with the timing knob at that value (`--failover-timeouts`). " +
-		"Ours detects a dead leader after 1-3x the timeout without contact (hashicorp/raft's heartbeat timer is randomised to 1-2x and checks the last contact when it fires), then pre-votes and votes; with two followers left the election waits for the later of the two to time out, because a follower that still has a leader refuses pre-votes. " +
+		"Ours: a follower that sees the dead leader's connections end checks its heartbeat at 1-1.5x the timeout after the last contact instead of at Raft's next randomised timer tick (1-3x; `internal/cluster/leadergone.go`), then pre-votes and votes; with two followers left the election waits for the later of the two, because a follower that still has a leader refuses pre-votes. " +
 		"The API server's gRPC client then finds the new leader through any live coordinator.\n\n")
 	b.WriteString(table([]string{"system", "fault", "trials", "first write p50 ms", "first write p99 ms",
 		"longest gap p50 ms", "longest gap p99 ms", "trials without recovery"}, tr))

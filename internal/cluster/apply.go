@@ -62,14 +62,18 @@ func newPeerClients(opts []grpc.DialOption) *peerClients {
 	return &peerClients{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 
-func (p *peerClients) client(addr string) (pb.ClusterServiceClient, error) {
+//
+// ctx bounds the wait for a peer in reconnect backoff (grpcconn.Wake): pass
+// the call's own context, so that a call to a leader that died is not held
+// past the moment this node learns of it (forwardApply).
+func (p *peerClients) client(ctx context.Context, addr string) (pb.ClusterServiceClient, error) {
 	cc, err := p.conn(addr)
 	if err != nil {
 		return nil, err
 	}
 	// The peer may be back before gRPC's reconnect backoff ends (it
 	// restarted, or it is the new leader that was down a moment ago).
-	grpcconn.Wake(context.Background(), cc)
+	grpcconn.Wake(ctx, cc)
 	return pb.NewClusterServiceClient(cc), nil
 }
 
@@ -100,21 +104,30 @@ func (p *peerClients) close() {
 	p.conns = nil
 }
 
-// leaderClient returns a client for the current leader (never this node).
-func (n *Node) leaderClient() (pb.ClusterServiceClient, string, error) {
+// leaderAddr returns the gRPC address and id of the current leader (never
+// this node).
+func (n *Node) leaderAddr() (addr, id string, err error) {
 	_, lid := n.raft.LeaderWithID()
 	if lid == "" {
-		return nil, "", ErrNoLeader
+		return "", "", ErrNoLeader
 	}
 	if string(lid) == n.cfg.NodeID {
-		return nil, "", fmt.Errorf("%w: leadership is changing", ErrNoLeader)
+		return "", "", fmt.Errorf("%w: leadership is changing", ErrNoLeader)
 	}
-	addr := n.grpcAddrOf(string(lid))
-	if addr == "" {
-		return nil, "", fmt.Errorf("%w: gRPC address of leader %s not known yet", ErrNoLeader, lid)
+	if addr = n.grpcAddrOf(string(lid)); addr == "" {
+		return "", "", fmt.Errorf("%w: gRPC address of leader %s not known yet", ErrNoLeader, lid)
 	}
-	cl, err := n.peers.client(addr)
-	return cl, string(lid), err
+	return addr, string(lid), nil
+}
+
+// leaderClient returns a client for the current leader (never this node).
+func (n *Node) leaderClient(ctx context.Context) (pb.ClusterServiceClient, string, error) {
+	addr, lid, err := n.leaderAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	cl, err := n.peers.client(ctx, addr)
+	return cl, lid, err
 }
 
 // idempotent commands may be re-applied safely, so Apply retries them even
@@ -234,24 +247,26 @@ func (n *Node) applyLocal(ctx context.Context, data []byte, retrySafe bool) (res
 // forwardApply sends cmd to the leader once: to via when a refusal named
 // that address, else to the leader this node knows.
 func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool, via string) (*pb.CommandResult, error, bool) {
-	var cl pb.ClusterServiceClient
-	var lid string
-	var err error
-	if via != "" {
-		cl, err = n.peers.client(via)
-		lid = via
-	} else {
-		cl, lid, err = n.leaderClient()
-	}
-	if err != nil {
-		return nil, err, !errors.Is(err, ErrShuttingDown)
+	addr, lid := via, via
+	if via == "" {
+		var err error
+		if addr, lid, err = n.leaderAddr(); err != nil {
+			return nil, err, true
+		}
 	}
 	actx, cancel := context.WithTimeout(forwardedCtx(ctx), n.rpcTimeout())
 	defer cancel()
 	if via == "" {
 		// A hinted leader this node does not know yet is not watched: the
 		// hint came from a node that saw it, and the RPC deadline bounds it.
+		// The watch covers the wait for a connection too: a leader that
+		// died leaves its connection in reconnect backoff, and grpcconn.Wake
+		// would hold the call there until its bound.
 		defer n.cancelOnLeaderChange(lid, cancel)()
+	}
+	cl, err := n.peers.client(actx, addr)
+	if err != nil {
+		return nil, err, !errors.Is(err, ErrShuttingDown)
 	}
 	resp, err := cl.Apply(actx, &pb.ApplyRequest{Command: cmd})
 	if err == nil {
@@ -372,13 +387,17 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 }
 
 func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
-	cl, lid, err := n.leaderClient()
+	addr, lid, err := n.leaderAddr()
 	if err != nil {
 		return 0, err
 	}
 	actx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(forwardedCtx(ctx), readIndexKey, "1"), n.rpcTimeout())
 	defer cancel()
 	defer n.cancelOnLeaderChange(lid, cancel)()
+	cl, err := n.peers.client(actx, addr)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := cl.Status(actx, &pb.StatusRequest{})
 	if err != nil {
 		return 0, fmt.Errorf("cluster: read index from leader %s: %w", lid, err)

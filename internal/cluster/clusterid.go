@@ -159,7 +159,7 @@ func (n *Node) followersID(ctx context.Context) (id string, without int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := n.peers.client(addr)
+			cl, err := n.peers.client(ctx, addr)
 			if err != nil {
 				return
 			}

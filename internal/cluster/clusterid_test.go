@@ -186,7 +186,7 @@ func testClustersNeverMerge(t *testing.T, secret []byte) {
 	// the cluster secret (the secret is checked by another interceptor).
 	pcs := newPeerClients(AuthDialOptions(secret))
 	t.Cleanup(pcs.close)
-	cl, err := pcs.client(y2.spec.grpcAddr)
+	cl, err := pcs.client(context.Background(), y2.spec.grpcAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func TestRaftTimingFromTheOneKnob(t *testing.T) {
 		rc := raft.DefaultConfig()
 		rc.LocalID = "n1"
 		raftTiming(rc, knob)
-		if rc.HeartbeatTimeout != knob || rc.ElectionTimeout != knob || rc.LeaderLeaseTimeout != knob {
+		if rc.HeartbeatTimeout != knob || rc.ElectionTimeout != knob || rc.LeaderLeaseTimeout != knob-time.Millisecond {
 			t.Fatalf("knob %v: heartbeat %v election %v lease %v", knob, rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout)
 		}
 		if rc.PreVoteDisabled {
@@ -137,6 +137,11 @@ func TestRaftTimingFromTheOneKnob(t *testing.T) {
 		}
 		if err := raft.ValidateConfig(rc); err != nil {
 			t.Fatalf("knob %v: %v", knob, err)
+		}
+		// promptHeartbeatCheck's dip (leadergone.go) must validate too.
+		rc.HeartbeatTimeout -= time.Microsecond
+		if err := raft.ValidateConfig(rc); err != nil {
+			t.Fatalf("knob %v, heartbeat check prompt: %v", knob, err)
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (n *Node) probeAll(ctx context.Context) []probeAnswer {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := n.peers.client(t.addr)
+			cl, err := n.peers.client(ctx, t.addr)
 			if err != nil {
 				return
 			}
@@ -303,7 +303,7 @@ func (n *Node) joinVia(ctx context.Context, peers []probeAnswer) bool {
 	})
 	req := n.joinRequest()
 	for _, p := range peers {
-		cl, err := n.peers.client(p.addr)
+		cl, err := n.peers.client(ctx, p.addr)
 		if err != nil {
 			continue
 		}
@@ -354,7 +354,7 @@ func (n *Node) housekeep(ctx context.Context) bool {
 	cfg, _ := n.configuration()
 	if s, ok := findServer(cfg, n.cfg.NodeID); !ok || string(s.Address) != n.advertise {
 		// Our Raft address changed (new IP) or we were removed: ask the leader.
-		if cl, _, err := n.leaderClient(); err == nil {
+		if cl, _, err := n.leaderClient(ctx); err == nil {
 			jctx, cancel := context.WithTimeout(ctx, n.rpcTimeout())
 			resp, err := cl.Join(jctx, n.joinRequest())
 			cancel()
@@ -391,7 +391,7 @@ func (n *Node) learnClusterID(ctx context.Context) {
 	if addr == "" {
 		return
 	}
-	cl, err := n.peers.client(addr)
+	cl, err := n.peers.client(ctx, addr)
 	if err != nil {
 		return
 	}

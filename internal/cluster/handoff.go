@@ -29,7 +29,7 @@ func (n *Node) peerStatus(ctx context.Context, s raft.Server) (*pb.StatusRespons
 	if addr == "" {
 		return nil, false
 	}
-	cl, err := n.peers.client(addr)
+	cl, err := n.peers.client(ctx, addr)
 	if err != nil {
 		return nil, false
 	}

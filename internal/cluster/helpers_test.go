@@ -333,7 +333,7 @@ func clusterClient(t testing.TB, addr string) pb.ClusterServiceClient {
 	t.Helper()
 	p := newPeerClients(nil)
 	t.Cleanup(p.close)
-	cl, err := p.client(addr)
+	cl, err := p.client(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}

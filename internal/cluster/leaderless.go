@@ -49,26 +49,31 @@ func (w *leaderlessWait) giveUp(err error, limit time.Duration) bool {
 }
 
 // cancelOnLeaderChange calls cancel when this node no longer names lid as
-// leader, checking every ElectionTimeout/4. Raft clears the leader when a
-// follower's heartbeat timeout fires, so a call to a leader behind a
-// partition ends about one election timeout after the cut instead of at the
-// forwarding RPC's deadline. The returned func stops the watcher.
+// leader: at the leader change Raft reports (leaderwatch.go), or at the
+// latest at the next check every ElectionTimeout/4 (observations can be
+// dropped). Raft clears the leader when a follower's heartbeat timeout
+// fires, so a call to a leader behind a partition, or to one that died,
+// ends then instead of at the forwarding RPC's deadline. The returned func
+// stops the watcher.
 func (n *Node) cancelOnLeaderChange(lid string, cancel context.CancelFunc) (stop func()) {
 	done := make(chan struct{})
+	leaders := n.leaderEvents()
 	go func() {
 		t := time.NewTicker(max(n.cfg.ElectionTimeout/4, time.Millisecond))
 		defer t.Stop()
 		for {
+			changed := leaders.next()
+			if _, id := n.raft.LeaderWithID(); string(id) != lid {
+				cancel()
+				return
+			}
 			select {
 			case <-done:
 				return
 			case <-n.closed:
 				return
+			case <-changed:
 			case <-t.C:
-				if _, id := n.raft.LeaderWithID(); string(id) != lid {
-					cancel()
-					return
-				}
 			}
 		}
 	}()

@@ -66,6 +66,8 @@ type Node struct {
 	votesWithheld   atomic.Int64      // vote requests refused while held
 	leaderCommit    leaderCommitCache // the leader's commit index as last asked (ready.go)
 	withheldLogged  atomic.Int64      // unix nanos of the last "withholding vote" log line
+	peerGone        chan struct{}     // a Raft connection from a peer ended (leadergone.go)
+	gone            leaderGoneStats   // what the looks at a leader's silence found (leadergone.go)
 	bg              sync.WaitGroup
 	shutdownOnce    sync.Once
 	shutdownErr     error
@@ -107,6 +109,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 		notifyCh:     make(chan bool, 8),
 		closed:       make(chan struct{}),
 		raftSet:      make(chan struct{}),
+		peerGone:     make(chan struct{}, 1),
 	}
 	dialOpts := append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], AuthDialOptions(cfg.ClusterSecret)...)
 	n.peers = newPeerClients(append(dialOpts, n.idDialOptions()...))
@@ -127,6 +130,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	}
 	closers = append(closers, n.stream.Close)
 	n.stream.tls, n.stream.secret = cfg.RaftTLS, cfg.ClusterSecret
+	n.stream.ended = n.notePeerConnEnded
 	n.stream.guard = &idGuard{hello: n.localHello, check: n.checkPeer, legacy: n.noteLegacyPeer, stray: n.noteStrayConn}
 	n.advertise = n.stream.advertise.String()
 	if n.static, err = staticVoters(cfg.NodeID, n.advertise, cfg.BootstrapExpect, targets); err != nil {
@@ -232,6 +236,8 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 	}
 	close(n.raftSet)
 	n.book.raft.Store(n.raft)
+	n.bg.Add(1)
+	go n.promptElectionsLoop()
 	n.log.Info("raft started", "raft_addr", n.advertise, "has_state", n.hasState(),
 		"cluster_id", ident.ClusterID, "static_voters", len(n.static), "vote_held", n.voteHeld.Load())
 	return n, nil
@@ -242,7 +248,8 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 // every knob/10) for the knob, checked at randomised 1-2x knob intervals,
 // pre-votes; a candidate retries after a randomised 1-2x knob. The leader
 // steps down when it has not heard from a quorum for the knob: the lease is
-// as long as raft allows (<= the heartbeat timeout), so a leader whose pod is
+// as long as raft allows (<= the heartbeat timeout; 1 ms less, so that
+// promptHeartbeatCheck's 1 µs dip still validates), so a leader whose pod is
 // starved of CPU for a while (CFS throttling, a loaded node) keeps its place
 // instead of forcing an election that would cost more than the stall.
 // Pre-vote stays on (hashicorp/raft's default): a node cut off and coming
@@ -250,7 +257,7 @@ func New(cfg Config, fsm *state.FSM) (n *Node, err error) {
 func raftTiming(rc *raft.Config, knob time.Duration) {
 	rc.HeartbeatTimeout = knob
 	rc.ElectionTimeout = knob
-	rc.LeaderLeaseTimeout = knob
+	rc.LeaderLeaseTimeout = knob - time.Millisecond
 }
 
 // Start runs the discovery/bootstrap/join loop and the housekeeping that
@@ -491,7 +498,7 @@ func (n *Node) leaveOnce(ctx context.Context) error {
 		}
 		return errTransferred // next round asks the new leader to remove us
 	}
-	cl, _, err := n.leaderClient()
+	cl, _, err := n.leaderClient(ctx)
 	if err != nil {
 		return err
 	}

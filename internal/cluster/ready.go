@@ -56,12 +56,12 @@ func (n *Node) leaderCommitIndex() (index uint64, known bool, err error) {
 	if c.ok && c.leader == string(lid) && time.Since(c.at) < leaderCommitTTL {
 		return c.index, true, nil
 	}
-	cl, lid2, err := n.leaderClient()
+	ctx, cancel := context.WithTimeout(context.Background(), min(n.rpcTimeout(), time.Second))
+	defer cancel()
+	cl, lid2, err := n.leaderClient(ctx)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), min(n.rpcTimeout(), time.Second))
 		var resp *pb.StatusResponse
 		resp, err = cl.Status(forwardedCtx(ctx), &pb.StatusRequest{})
-		cancel()
 		if err == nil {
 			c.leader, c.index, c.at, c.ok = lid2, max(c.index, resp.CommitIndex), time.Now(), true
 			return c.index, true, nil

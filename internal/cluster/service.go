@@ -74,7 +74,7 @@ func (s *service) leaderOrForward(ctx context.Context) (pb.ClusterServiceClient,
 	if hasMeta(ctx, forwardedKey) {
 		return nil, s.notLeader()
 	}
-	cl, _, err := s.n.leaderClient()
+	cl, _, err := s.n.leaderClient(ctx)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}

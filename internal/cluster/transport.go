@@ -27,6 +27,7 @@ type streamLayer struct {
 	tls       *TransportTLS // nil: plain TCP (auth.go)
 	secret    []byte        // nil: no cluster-secret handshake (auth.go)
 	guard     *idGuard      // cluster-id hello (clusterid.go); nil only in tests of the layer itself
+	ended     func()        // an accepted connection ended (leadergone.go); nil: not watched
 }
 
 // advertiseAddr is a net.Addr whose String() is the configured advertise
@@ -65,6 +66,9 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	c, err := s.Listener.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if s.ended != nil {
+		c = &peerGoneConn{Conn: c, ended: s.ended}
 	}
 	c = s.secureAccepted(c)
 	if s.guard != nil {
