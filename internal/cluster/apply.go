@@ -62,6 +62,7 @@ func newPeerClients(opts []grpc.DialOption) *peerClients {
 	return &peerClients{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 
+// client returns a client for the peer at addr, its connection cached.
 // ctx bounds the wait for a peer in reconnect backoff (grpcconn.Wake): pass
 // the call's own context, so that a call to a leader that died is not held
 // past the moment this node learns of it (forwardApply).
