@@ -53,7 +53,7 @@ func (f *coordFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.grpcAddr, "coordinator-addr", ":8950", "listen address of the coordinator gRPC API")
 	fs.StringVar(&f.grpcAdvertise, "coordinator-advertise", "", "gRPC address other nodes use to forward writes here (default: the --advertise host with the --coordinator-addr port)")
 	fs.StringVar(&f.httpAddr, "coordinator-http-addr", ":8960", "listen address of /livez, /readyz, /startupz and /metrics")
-	fs.DurationVar(&f.electionTimeout, "raft-election-timeout", cluster.DefaultElectionTimeout, "the one Raft timing knob: a follower that hears no leader for 1-3x this (heartbeats every tenth of it) starts a pre-vote, and a leader that hears no quorum for this long steps down; raise it (e.g. 1s) where pods are CPU-throttled for long stretches or the network between nodes has multi-100 ms stalls")
+	fs.DurationVar(&f.electionTimeout, "raft-election-timeout", cluster.DefaultElectionTimeout, "the one Raft timing knob: a follower that hears no leader for 1-3x this (1-1.5x once the dead leader's connections close; heartbeats every tenth of it) starts a pre-vote, and a leader that hears no quorum for this long steps down; raise it (e.g. 1s) where pods are CPU-throttled for long stretches or the network between nodes has multi-100 ms stalls")
 	fs.DurationVar(&f.executorTimeout, "executor-timeout", 15*time.Second, "an executor with no heartbeat for this long is removed and its tasks re-planned")
 	fs.Uint32Var(&f.maxAttempts, "task-max-attempts", 3, "runs of a failing task before it is marked failed")
 	fs.IntVar(&f.maxUnfinished, "max-unfinished-tasks", state.DefaultMaxUnfinishedTasks, "unfinished tasks per namespace: at this many, new tasks wait until some finish and uploads are refused with 429")
