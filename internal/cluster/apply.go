@@ -38,6 +38,39 @@ const (
 	readIndexKey = "x-indexify-read-index"
 )
 
+// forwardNoteKey carries a *ForwardNote (WithForwardNote) into Apply.
+type forwardNoteKey struct{}
+
+// ForwardNote records the leader a call's writes were forwarded to, so the
+// coordinator can name it in its answer (errcode.LeaderTrailer) and the
+// client can send that method's next calls there without the extra hop.
+type ForwardNote struct {
+	mu   sync.Mutex
+	addr string
+}
+
+// WithForwardNote returns ctx carrying a fresh note for Apply to fill.
+func WithForwardNote(ctx context.Context) (context.Context, *ForwardNote) {
+	f := &ForwardNote{}
+	return context.WithValue(ctx, forwardNoteKey{}, f), f
+}
+
+// Leader is the gRPC address of the leader that applied the call's last
+// forwarded write, or "" when nothing was forwarded.
+func (f *ForwardNote) Leader() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.addr
+}
+
+func noteForward(ctx context.Context, addr string) {
+	if f, ok := ctx.Value(forwardNoteKey{}).(*ForwardNote); ok {
+		f.mu.Lock()
+		f.addr = addr
+		f.mu.Unlock()
+	}
+}
+
 func forwardedCtx(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
 }
@@ -273,6 +306,7 @@ func (n *Node) forwardApply(ctx context.Context, cmd *pb.Command, retrySafe bool
 		if resp.GetResult() == nil {
 			return nil, fmt.Errorf("cluster: leader %s returned no result", lid), false
 		}
+		noteForward(ctx, addr)
 		return resp.Result, nil, false
 	}
 	if ctx.Err() != nil {

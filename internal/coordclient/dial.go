@@ -2,7 +2,9 @@
 // coordinators. Callers name coordinators as a list of host:port addresses
 // and/or "dns:NAME:PORT" entries (every A record of NAME, e.g. a Kubernetes
 // headless service), never "the leader": every coordinator accepts every call
-// and forwards writes itself, so the client only needs some live node.
+// and forwards writes itself, so the client only needs some live node. It
+// learns the leader from the answers of forwarded writes and sends those
+// methods there directly while that connection is ready (retry.go).
 package coordclient
 
 import (

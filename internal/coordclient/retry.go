@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/indexify-go/indexify/internal/errcode"
@@ -34,6 +35,20 @@ import (
 // UNAVAILABLE is re-sent through the balanced connection (the next
 // coordinator), the first time at once, then after a capped, jittered,
 // doubling pause.
+//
+// Where it goes first: a method whose last answer came with the leader's
+// address in its trailer (errcode.LeaderTrailer: the coordinator forwarded
+// its write there), or that last succeeded at a hinted leader, goes to that
+// leader directly while the connection to it is ready; that saves the
+// follower's forwarding hop on two writes in three. Calls the coordinators
+// serve themselves (reads) never carry the trailer and stay balanced. The
+// route is only a shortcut: a connection that is not ready is not waited
+// for (the call goes balanced and the connection is kicked), and a routed
+// try that fails drops the route (UNAVAILABLE is re-sent balanced at once,
+// as any), so an address the client cannot reach (a CLI outside the
+// cluster) costs nothing, and a leader that stopped answering (paused, cut
+// off) costs one call per method, which ends at its deadline as a balanced
+// call to that node would.
 //
 // How long: until the caller's context ends; a context without a deadline
 // gets maxAttemptsNoDeadline attempts, and a connection dialled with
@@ -85,12 +100,65 @@ func MaxAttempts(n int) grpc.DialOption {
 }
 
 // retrier owns the retries of one Dial'ed connection. leaders caches one
-// connection per hinted leader address, dialled with the caller's options.
+// connection per hinted leader address, dialled with the caller's options;
+// routes maps a method to the leader address its calls go to first.
 type retrier struct {
 	opts []grpc.DialOption
 
 	mu      sync.Mutex
 	leaders map[string]*grpc.ClientConn
+	routes  map[string]string
+}
+
+// route is where a call of method goes first: the leader's connection when
+// the method has a route and that connection is ready, else main.
+func (r *retrier) route(main *grpc.ClientConn, method string) (string, *grpc.ClientConn) {
+	r.mu.Lock()
+	addr := r.routes[method]
+	lc := r.leaders[addr]
+	r.mu.Unlock()
+	if lc == nil {
+		return "", main
+	}
+	switch lc.GetState() {
+	case connectivity.Ready:
+		return addr, lc
+	case connectivity.Idle:
+		lc.Connect() // ready for a later call; this one does not wait
+	}
+	return "", main
+}
+
+// learn routes method to the leader at addr and starts connecting to it.
+func (r *retrier) learn(main *grpc.ClientConn, method, addr string) {
+	r.mu.Lock()
+	known := r.routes[method] == addr
+	r.mu.Unlock()
+	if known {
+		return
+	}
+	lc, err := r.leaderConn(main, addr)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	if r.leaders[addr] == lc { // not closed meanwhile
+		if r.routes == nil {
+			r.routes = map[string]string{}
+		}
+		r.routes[method] = addr
+	}
+	r.mu.Unlock()
+	lc.Connect()
+}
+
+// forget drops method's route if it still points at addr.
+func (r *retrier) forget(method, addr string) {
+	r.mu.Lock()
+	if r.routes[method] == addr {
+		delete(r.routes, method)
+	}
+	r.mu.Unlock()
 }
 
 // leaderConn returns the connection to a hinted leader; main is the
@@ -124,7 +192,7 @@ func (r *retrier) close() {
 	for _, cc := range r.leaders {
 		cc.Close()
 	}
-	r.leaders = nil
+	r.leaders, r.routes = nil, nil
 }
 
 // unary is the innermost interceptor of the connection, so the caller's
@@ -142,12 +210,26 @@ func (r *retrier) unary(ctx context.Context, method string, req, reply any, cc *
 	}
 	backoff := time.Duration(0) // the first plain retry goes at once
 	redirects := 0
-	target, conn := "", cc
+	target, conn := r.route(cc, method)
 	var waited time.Duration
+	var trailer metadata.MD
+	opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
 	for n := 1; ; n++ {
+		trailer = nil
 		err := invoker(ctx, method, req, reply, conn, opts...)
 		if observe != nil {
 			observe(Attempt{Method: method, N: n, Target: target, Waited: waited, Err: err})
+		}
+		if leader := trailer.Get(errcode.LeaderTrailer); len(leader) > 0 && leader[0] != "" {
+			r.learn(cc, method, leader[0])
+		} else if err == nil && target != "" {
+			r.learn(cc, method, target) // the hinted leader served it
+		}
+		if err != nil && target != "" {
+			// Any failure there drops the route, not only UNAVAILABLE: a
+			// leader paused or cut off after a new election still holds
+			// a ready connection, and its calls end at the deadline.
+			r.forget(method, target)
 		}
 		if err == nil || status.Code(err) != codes.Unavailable || ctx.Err() != nil {
 			return err

@@ -74,6 +74,24 @@ func startNode(cc cluster.Config, sc coordinator.ServerConfig) (*coordinator.Ser
 	return coordproc.Start(context.Background(), coordproc.Config{Cluster: cc, Server: sc})
 }
 
+// handOver moves leadership away from node old: it hands over and stops
+// its Raft node, while its gRPC server still answers (a pod that is
+// terminating, refusing with a hint naming the new leader). It returns the
+// new leader's index.
+func handOver(t *testing.T, nodes []*coordinator.Server, old int) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := nodes[old].Cluster().Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := agreedLeader(nodes, map[int]bool{old: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
 // agreedLeader polls until every node not in skip names the same leader,
 // and returns its index.
 func agreedLeader(nodes []*coordinator.Server, skip map[int]bool) (int, error) {
@@ -114,46 +132,22 @@ func TestFirstRetryAfterLeaderChangeGoesToTheHintedLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var attempts []coordclient.Attempt
 	// The client knows only the old leader: any success must come through
 	// a redirect.
-	conn, err := coordclient.Dial([]string{nodes[old].GRPCAddr()}, coordclient.OnAttempt(func(a coordclient.Attempt) {
-		mu.Lock()
-		attempts = append(attempts, a)
-		mu.Unlock()
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	cl := pb.NewCoordinatorServiceClient(conn)
+	cl, rec := dialRecorded(t, []string{nodes[old].GRPCAddr()})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := cl.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "before", RequestId: "r-before"}); err != nil {
 		t.Fatal(err)
 	}
 
-	// Leadership moves: the old leader hands over and stops its Raft node;
-	// its gRPC server still answers, as it does while a pod terminates.
-	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer scancel()
-	if err := nodes[old].Cluster().Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
-	next, err := agreedLeader(nodes, map[int]bool{old: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := handOver(t, nodes, old)
 
-	mu.Lock()
-	attempts = nil
-	mu.Unlock()
+	rec.take()
 	if _, err := cl.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "after", RequestId: "r-after"}); err != nil {
 		t.Fatalf("write after the leader change: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	attempts := rec.take()
 	if len(attempts) != 2 {
 		t.Fatalf("%d attempts, want 2 (refusal, then the hinted leader): %+v", len(attempts), attempts)
 	}
@@ -271,18 +265,7 @@ func TestHintedLeaderBackFromDownIsTriedAtOnce(t *testing.T) {
 	go srvA.Serve(lis)
 	t.Cleanup(srvA.Stop)
 
-	var mu sync.Mutex
-	var attempts []coordclient.Attempt
-	conn, err := coordclient.Dial([]string{a}, coordclient.MaxAttempts(2), coordclient.OnAttempt(func(at coordclient.Attempt) {
-		mu.Lock()
-		attempts = append(attempts, at)
-		mu.Unlock()
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	cl := pb.NewCoordinatorServiceClient(conn)
+	cl, rec := dialRecorded(t, []string{a}, coordclient.MaxAttempts(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// b is down: the redirect fails and leaves the client's connection to b
@@ -300,18 +283,12 @@ func TestHintedLeaderBackFromDownIsTriedAtOnce(t *testing.T) {
 	go srvB.Serve(lisB)
 	t.Cleanup(srvB.Stop)
 
-	mu.Lock()
-	attempts = nil
-	mu.Unlock()
+	rec.take()
 	// Two tries: a, then the redirect to b, which must reach the server.
 	if _, err := cl.ListNamespaces(ctx, &pb.ListNamespacesRequest{}); err != nil {
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("with the hinted leader back: %v (tries: %+v)", err, attempts)
+		t.Fatalf("with the hinted leader back: %v (tries: %+v)", err, rec.take())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(attempts) != 2 || attempts[1].Target != b {
+	if attempts := rec.take(); len(attempts) != 2 || attempts[1].Target != b {
 		t.Fatalf("tries = %+v, want a then the redirect to %s", attempts, b)
 	}
 }

@@ -20,8 +20,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/indexify-go/indexify/internal/cluster"
 	"github.com/indexify-go/indexify/internal/errcode"
 	"github.com/indexify-go/indexify/internal/requestid"
 )
@@ -101,6 +103,18 @@ func (c callLogger) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	return resp, err
 }
 
+// nameLeader: a call whose write this node forwarded to the leader names
+// that leader in its answer's trailer (errcode.LeaderTrailer), so the
+// client's next call of the method can go there and save the hop.
+func nameLeader(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, fwd := cluster.WithForwardNote(ctx)
+	resp, err := handler(ctx, req)
+	if addr := fwd.Leader(); addr != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(errcode.LeaderTrailer, addr))
+	}
+	return resp, err
+}
+
 func (c callLogger) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	id := requestid.FromIncoming(ss.Context())
@@ -112,7 +126,7 @@ func (c callLogger) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 // serverOptions are the interceptors of the coordinator's gRPC server.
 func (c callLogger) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(c.unary),
+		grpc.ChainUnaryInterceptor(c.unary, nameLeader),
 		grpc.ChainStreamInterceptor(c.stream),
 	}
 }

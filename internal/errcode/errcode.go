@@ -189,6 +189,12 @@ func LeaderHint(err error) (leaderID, leaderAddr string, ok bool) {
 	return "", "", false
 }
 
+// LeaderTrailer is the trailer key in which a coordinator that forwarded a
+// call's write to the leader names that leader's gRPC address: the success
+// side of the NotLeader hint. A client may send the same method's next
+// calls there and save the forwarding hop (internal/coordclient).
+const LeaderTrailer = "x-indexify-leader"
+
 // IsNotLeader reports whether err is a NotLeader answer.
 func IsNotLeader(err error) bool {
 	_, _, ok := LeaderHint(err)
