@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -356,5 +357,40 @@ func (p *planner) allocate() {
 			tasks = append(tasks, t)
 		}
 	}
-	p.cmd.Assignments = Allocate(tasks, executors, load)
+	p.cmd.Assignments = foldNewTasks(Allocate(tasks, executors, load), p.newTasks)
+}
+
+// foldNewTasks moves the assignments of tasks created in this pass into the
+// new tasks themselves (Task.executor_id): the FSM then stores each new task
+// once, already assigned (assigned_index = the entry's index), instead of
+// storing it pending and assigning it in the same entry, which wrote,
+// indexed and told the push streams about every new task twice. The state
+// after the entry is the same either way. The assignments left are of tasks
+// already stored, in their order; AllAssignments gives the whole decision.
+func foldNewTasks(as []*pb.Assignment, created map[string]*pb.Task) []*pb.Assignment {
+	kept := as[:0]
+	for _, a := range as {
+		if t := created[a.GetTaskId()]; t != nil {
+			t.ExecutorId = a.GetExecutorId()
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return kept
+}
+
+// AllAssignments is every assignment a pass decided, in allocation order:
+// the stored tasks' assignments, then this pass's new tasks that were
+// created assigned (Allocate puts new tasks after the pending ones).
+func AllAssignments(cmd *pb.SchedulerUpdateCmd) []*pb.Assignment {
+	out := slices.Clone(cmd.GetAssignments())
+	for _, t := range cmd.GetNewTasks() {
+		if t.GetExecutorId() != "" {
+			out = append(out, &pb.Assignment{TaskId: t.GetId(), ExecutorId: t.GetExecutorId()})
+		}
+	}
+	return out
 }

@@ -289,7 +289,7 @@ func TestFailedTaskRetriedAfterBackoffThenTerminal(t *testing.T) {
 	if tk := e.task(id); tk.GetOutcome() != pb.TaskOutcome_TASK_OUTCOME_FAILED {
 		t.Fatalf("task not terminal after %d attempts: %v", maxAttempts, tk)
 	}
-	if cmd := e.plan(); len(cmd.GetAssignments()) != 0 {
+	if cmd := e.plan(); len(AllAssignments(cmd)) != 0 {
 		t.Fatalf("terminal task assigned again: %v", cmd)
 	}
 	e.clock.Advance(time.Hour)
@@ -423,7 +423,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 	e.do(&pb.Command_TombstoneContent{TombstoneContent: &pb.TombstoneContentCmd{Namespace: ns, ContentIds: []string{"docc"}}})
 	first := Plan(e.store, e.clock.Now(), e.cfg)
 	second := Plan(e.store, e.clock.Now(), e.cfg)
-	if first == nil || len(first.GetAssignments()) == 0 {
+	if first == nil || len(AllAssignments(first)) == 0 {
 		t.Fatalf("plan made no assignments: %v", first)
 	}
 	if !proto.Equal(first, second) {

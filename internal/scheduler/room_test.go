@@ -105,7 +105,7 @@ func TestAllocationReadsOnlyWhatFitsSameAssignments(t *testing.T) {
 				continue
 			}
 			want := referenceAssignments(e.store, cmd, now.UnixMilli())
-			got := cmd.GetAssignments()
+			got := AllAssignments(cmd)
 			if len(got) != len(want) {
 				t.Fatalf("seed %d round %d: %d assignments, reference %d", seed, round, len(got), len(want))
 			}

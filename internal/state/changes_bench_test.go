@@ -36,7 +36,18 @@ func BenchmarkUnprocessedChangesAfterHalfABurst(b *testing.B) {
 // content, as Plan makes them), their assignments over 10 executors, and
 // the 1,000 changes they answer.
 func BenchmarkApplySchedulerUpdate1000(b *testing.B) {
+	// assigned-later: each new task is created pending and assigned by an
+	// Assignment of the same entry (the scheduler's output until
+	// 2026-12-06); created-assigned: the new task carries its executor
+	// (scheduler.foldNewTasks). Same state after the entry.
+	b.Run("assigned-later", func(b *testing.B) { benchSchedulerUpdate(b, false) })
+	b.Run("created-assigned", func(b *testing.B) { benchSchedulerUpdate(b, true) })
+}
+
+func benchSchedulerUpdate(b *testing.B, folded bool) {
 	f := NewFSM(NewStore(), nil)
+	// As in a coordinator: the push streams observe task writes.
+	f.Store().ObserveTasks(func([]TaskChange, bool) {})
 	idx := uint64(0)
 	apply := func(c *pb.Command) {
 		idx++
@@ -70,9 +81,14 @@ func BenchmarkApplySchedulerUpdate1000(b *testing.B) {
 		for j, c := range cs {
 			stored, _ := f.Store().Content("default", c.Id)
 			id := TaskID("default", "g", "p", c.Id, stored.GetVersion())
-			up.NewTasks = append(up.NewTasks, &pb.Task{Id: id, Extractor: "chunk", PolicyName: "p", GraphName: "g",
-				Namespace: "default", ContentId: c.Id, ContentVersion: stored.GetVersion(), Content: stored, CreatedAt: int64(idx)})
-			up.Assignments = append(up.Assignments, &pb.Assignment{TaskId: id, ExecutorId: fmt.Sprint("ex", j%10)})
+			t := &pb.Task{Id: id, Extractor: "chunk", PolicyName: "p", GraphName: "g",
+				Namespace: "default", ContentId: c.Id, ContentVersion: stored.GetVersion(), Content: stored, CreatedAt: int64(idx)}
+			up.NewTasks = append(up.NewTasks, t)
+			if folded {
+				t.ExecutorId = fmt.Sprint("ex", j%10)
+			} else {
+				up.Assignments = append(up.Assignments, &pb.Assignment{TaskId: id, ExecutorId: fmt.Sprint("ex", j%10)})
+			}
 		}
 		cmd := schedCmd(up)
 		b.StartTimer()

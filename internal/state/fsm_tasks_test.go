@@ -513,3 +513,43 @@ func TestCloneTaskCopiesEveryField(t *testing.T) {
 		t.Fatal("content not shared")
 	}
 }
+
+// A new task that carries its executor (the scheduler folds a new task's
+// assignment into it) leaves the same state as a new task assigned by an
+// Assignment of the same entry, including an executor that left meanwhile;
+// the push streams are told of it once, already assigned.
+func TestNewTaskCreatedAssignedEqualsAssignedLater(t *testing.T) {
+	later, folded := newHarness(t), newHarness(t)
+	var seen []TaskChange
+	folded.store().ObserveTasks(func(ch []TaskChange, _ bool) { seen = append(seen, ch...) })
+	for _, h := range []*harness{later, folded} {
+		h.setup()
+		h.ok(contentCmd(content("ns", "a", "ha", "g"), content("ns", "b", "hb", "g")))
+	}
+	executor := map[string]string{"a": "ex1", "b": "gone"} // no executor "gone"
+	laterCmd, foldedCmd := &pb.SchedulerUpdateCmd{}, &pb.SchedulerUpdateCmd{}
+	for _, id := range []string{"a", "b"} {
+		lt := later.newTask("ns", "g", "chunker", "chunk", id, 1)
+		laterCmd.NewTasks = append(laterCmd.NewTasks, lt)
+		laterCmd.Assignments = append(laterCmd.Assignments, &pb.Assignment{TaskId: lt.Id, ExecutorId: executor[id]})
+		ft := folded.newTask("ns", "g", "chunker", "chunk", id, 1)
+		ft.ExecutorId = executor[id]
+		foldedCmd.NewTasks = append(foldedCmd.NewTasks, ft)
+	}
+	later.ok(schedCmd(laterCmd))
+	folded.ok(schedCmd(foldedCmd))
+	if !later.store().Equal(folded.store()) {
+		t.Fatalf("states differ:\nassigned later:\n%s\ncreated assigned:\n%s", later.store().Dump(), folded.store().Dump())
+	}
+	folded.checkIndexes()
+	ta, _ := folded.store().Task(TaskID("ns", "g", "chunker", "a", 1))
+	if ta.GetExecutorId() != "ex1" || ta.GetAssignedIndex() == 0 {
+		t.Fatalf("task a: %v, want assigned to ex1 at the entry's index", ta)
+	}
+	if tb, _ := folded.store().Task(TaskID("ns", "g", "chunker", "b", 1)); tb.GetExecutorId() != "" {
+		t.Fatalf("task b names the missing executor: %v", tb)
+	}
+	if len(seen) != 2 || seen[0].Prev != nil || seen[0].Cur.GetExecutorId() != "ex1" {
+		t.Fatalf("observed %v, want each new task once, a already assigned", seen)
+	}
+}
