@@ -99,7 +99,7 @@ func writesSuite(r *runner, o options) (string, error) {
 	var b strings.Builder
 	b.WriteString("## Small writes: ours vs etcd (3 members each, loopback, same disk)\n\n")
 	b.WriteString("Ours: `CoordinatorService.UpdateLabels` (labels `{\"v\": <JSON string of SIZE bytes>}`, a request id per write) " +
-		"on content `w<client>`, through one gRPC connection balancing over all three coordinators (followers forward to the leader). " +
+		"on content `w<client>`, through one `coordclient` connection over all three coordinators, as the API server's (a follower forwards a write to the leader and names it in its answer; the connection then sends that method to the leader while its connection is ready). " +
 		"etcd: `clientv3.Put` of a SIZE-byte value to key `bench/<client>`, one client over all three endpoints. " +
 		"Both are driven by the same closed-loop generator (`bench/loadgen`; etcd's side runs in the `bench/etcdpeer` process); ops/s and latencies are per acknowledged write. " +
 		"Both clusters run at the same time and the cells alternate (ours, then etcd, for each row), so each ratio compares runs under the same machine load. " +
