@@ -36,7 +36,7 @@ var (
 
 // VersityGWPath is where the versitygw binary is cached:
 // $INDEXIFY_TOOLS_DIR (default ~/.cache/indexify-tools)/versitygw-<version>/versitygw.
-// .ci/run builds it there before the tests; tests build it themselves when
+// .ci/versitygw.sh builds it there before the tests; tests build it themselves when
 // it is missing, so a plain `go test` works too (slowly, the first time).
 func VersityGWPath() string {
 	return filepath.Join(toolsDir(), "versitygw-"+VersityGWVersion, "versitygw")
