@@ -173,6 +173,10 @@ func idempotent(cmd *pb.Command) bool {
 	return false
 }
 
+// errHandingOver: this node is stopping and hands leadership over; a write
+// that reached it waits for the successor, then goes there (handoff.go).
+var errHandingOver = fmt.Errorf("%w: handing leadership over", ErrNotLeader)
+
 // Apply commits cmd through Raft and returns the FSM's result. It sets
 // cmd.Timestamp (unix ms) when zero and cmd.Rules to state.CurrentRules
 // (the validation the FSM applies) when zero, lowered to what every member
@@ -202,22 +206,45 @@ func (n *Node) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, e
 	var lw leaderlessWait
 	leaders := n.leaderEvents()
 	via := "" // a leader address hinted by the last refusal
+	handingOff := false
 	for {
 		if n.shuttingDown.Load() {
-			return nil, n.refusal(ErrShuttingDown)
+			// Stopping: forward to the successor instead of refusing
+			// (handoff.go), until Raft stops.
+			if !handingOff {
+				if !n.handOff.enter() {
+					return nil, n.refusal(ErrShuttingDown)
+				}
+				handingOff = true
+				defer n.handOff.done()
+			}
+			select {
+			case <-n.closed:
+				return nil, n.refusal(ErrShuttingDown)
+			default:
+			}
 		}
 		changed := leaders.next()
 		var res *pb.CommandResult
 		var err error
 		var retry bool
-		if n.raft.State() == raft.Leader {
+		switch {
+		case n.raft.State() == raft.Leader && !n.shuttingDown.Load():
 			if data == nil {
 				if data, err = state.EncodeCommand(cmd); err != nil {
 					return nil, err
 				}
 			}
 			res, err, retry = n.applyLocal(ctx, data, retrySafe)
-		} else {
+		case n.raft.State() == raft.Leader:
+			// Handing leadership over: wait for the successor (the
+			// leader change ends the wait below), unless Shutdown stopped
+			// waiting for this call.
+			if !n.handOff.open() {
+				return nil, n.refusal(ErrShuttingDown)
+			}
+			err, retry = errHandingOver, true
+		default:
 			res, err, retry = n.forwardApply(ctx, cmd, retrySafe, via)
 		}
 		if err == nil {

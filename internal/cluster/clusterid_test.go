@@ -344,8 +344,12 @@ func TestStoredClusterIDKept(t *testing.T) {
 	}
 	leader := waitLeader(t, nodes...)
 	mustCreateNamespace(t, leader.node, "before")
+	// Every node holds the entry before any stops: a follower that trails
+	// could not get it once the other two are down.
 	for _, tn := range nodes {
 		waitNamespace(t, tn, "before")
+	}
+	for _, tn := range nodes {
 		tn.stop()
 	}
 	// n1 is a node that never learned the id (it got its state by

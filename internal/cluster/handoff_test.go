@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/indexify-go/indexify/internal/errcode"
+	pb "github.com/indexify-go/indexify/proto/indexifypb"
 )
 
 // A leader that shuts down right after a follower restarted far behind
@@ -87,4 +91,48 @@ func testHandOffWaitsForCaughtUpQuorum(t *testing.T, stop func(context.Context, 
 	}
 	newLeader := waitLeader(t, rest...)
 	mustCreateNamespace(t, newLeader.node, "after-hand-off")
+}
+
+// A write that reaches a leader after it stopped proposing (Shutdown set
+// shuttingDown and hands over) is held until Raft names the successor and
+// then forwarded there, instead of being refused into the client's retry
+// backoff. The moment inside Shutdown is held open here: the flag is set,
+// leadership stays until the test transfers it.
+func TestStoppingLeaderForwardsWritesToItsSuccessor(t *testing.T) {
+	nodes := startStatic3(t, nil)
+	leader := waitLeader(t, nodes...)
+	leader.node.shuttingDown.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	type answer struct {
+		res *pb.CommandResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := createNamespace(ctx, leader.node, "during-handoff")
+		done <- answer{res, err}
+	}()
+	if err := leader.node.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	a := <-done
+	if a.err != nil || a.res.GetErrorCode() != pb.ErrorCode_ERROR_CODE_OK {
+		t.Fatalf("write sent to the stopping leader: %v %v", a.res, a.err)
+	}
+	successor := waitLeader(t, followersOf(leader, nodes)...)
+	waitNamespace(t, successor, "during-handoff")
+
+	// Once Shutdown has run (the successor known, the forwarded writes
+	// drained), the node refuses and names the successor.
+	if err := leader.node.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := createNamespace(ctx, leader.node, "after-shutdown")
+	if !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("write after shutdown: %v, want ErrShuttingDown", err)
+	}
+	if id, _, ok := errcode.LeaderHint(err); !ok || id != successor.spec.id {
+		t.Fatalf("refusal after shutdown names %q (hint %v), want %q", id, ok, successor.spec.id)
+	}
 }

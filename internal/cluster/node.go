@@ -59,6 +59,7 @@ type Node struct {
 	membershipMu    sync.Mutex      // serialises configuration changes made by this leader
 	leaderReadyTerm atomic.Uint64   // term whose leader barrier completed (0: not ready)
 	shuttingDown    atomic.Bool
+	handOff         handOffCalls      // writes forwarded while this node stops (handoff.go)
 	bootstraps      atomic.Int32      // BootstrapCluster calls that succeeded in this process
 	discoverRounds  atomic.Int32      // completed discovery rounds (tests observe progress)
 	voteHeld        atomic.Bool       // started without Raft state, not caught up yet (votehold.go)
@@ -393,9 +394,11 @@ func suffrageName(s raft.ServerSuffrage) string {
 
 // Shutdown stops this node without leaving the cluster. A leader first waits
 // (bounded) until the voters it leaves behind can commit without it
-// (handoff.go), then stops taking writes (ErrShuttingDown, so forwarding peers retry at the next
-// leader) and hands leadership to a caught-up follower, which costs no
-// election timeout. It never removes itself from the configuration: a
+// (handoff.go), then stops proposing and hands leadership to a caught-up
+// follower, which costs no election timeout. Writes that reach it from
+// then on are forwarded to the successor once Raft names it (handoff.go);
+// once it is named, new ones are refused (ErrShuttingDown, naming it) and
+// those in flight finish before Raft stops. It never removes itself from the configuration: a
 // restart is not a scale-down.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.shutdownOnce.Do(func() {
@@ -410,6 +413,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			} else {
 				n.awaitNewLeader(ctx) // so refusals from here on name it
 			}
+		}
+		// Writes that arrived while stopping were forwarded to the
+		// successor (handoff.go); let those in flight finish before Raft
+		// and the peer connections go away.
+		if !n.handOff.drain(ctx, 2*n.cfg.ElectionTimeout) {
+			n.log.Warn("shutdown: writes forwarded during the hand-off did not finish in time")
 		}
 		n.mu.Lock()
 		if n.runCancel != nil {
