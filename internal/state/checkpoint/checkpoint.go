@@ -31,12 +31,11 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
-	"github.com/indexify-go/indexify/internal/durable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Magic opens every format-2 stream.
@@ -57,19 +56,25 @@ const maxName = 255
 // checkpoint stream (prefix needs at least len(Magic) bytes to say yes).
 func IsCheckpoint(prefix []byte) bool { return bytes.HasPrefix(prefix, []byte(Magic)) }
 
+// Every function takes the file system the directories are on: vfs.Default
+// for a data dir, or pebble's in-memory file system for a store kept in
+// memory (tests, throwaway stores), so both move checkpoints the same way.
+
 // Write streams every regular file of dir, in name order, to w, headed by
 // the applied index the checkpoint holds. dir must be flat.
-func Write(w io.Writer, dir string, applied uint64) error {
-	entries, err := os.ReadDir(dir)
+func Write(w io.Writer, fs vfs.FS, dir string, applied uint64) error {
+	names, err := fs.List(dir)
 	if err != nil {
 		return fmt.Errorf("checkpoint: read %s: %w", dir, err)
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			return fmt.Errorf("checkpoint: %s: %s is not a regular file", dir, e.Name())
+	for _, name := range names {
+		st, err := fs.Stat(fs.PathJoin(dir, name))
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
 		}
-		names = append(names, e.Name())
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("checkpoint: %s: %s is not a regular file", dir, name)
+		}
 	}
 	sort.Strings(names)
 
@@ -81,7 +86,7 @@ func Write(w io.Writer, dir string, applied uint64) error {
 	uvarint(Format)
 	uvarint(applied)
 	for _, name := range names {
-		if err := writeFile(bw, uvarint, filepath.Join(dir, name), name); err != nil {
+		if err := writeFile(bw, uvarint, fs, fs.PathJoin(dir, name), name); err != nil {
 			return err
 		}
 	}
@@ -96,8 +101,8 @@ func Write(w io.Writer, dir string, applied uint64) error {
 	return nil
 }
 
-func writeFile(bw *bufio.Writer, uvarint func(uint64), path, name string) error {
-	f, err := os.Open(path)
+func writeFile(bw *bufio.Writer, uvarint func(uint64), fs vfs.FS, path, name string) error {
+	f, err := fs.Open(path)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -144,32 +149,48 @@ func (hr *hashReader) ReadByte() (byte, error) {
 // dir.part first, each synced; only a complete, verified stream is renamed
 // to dir, so dir existing means the whole checkpoint is on disk. On any
 // error nothing is left behind.
-func Read(r io.Reader, dir string) (applied uint64, err error) {
-	if exists(dir) {
+func Read(r io.Reader, fs vfs.FS, dir string) (applied uint64, err error) {
+	if exists(fs, dir) {
 		return 0, fmt.Errorf("checkpoint: %s already exists", dir)
 	}
 	part := dir + ".part"
-	if err := os.RemoveAll(part); err != nil {
+	if err := fs.RemoveAll(part); err != nil {
 		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := os.MkdirAll(part, 0o700); err != nil {
+	if err := fs.MkdirAll(part, 0o700); err != nil {
 		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(part)
+			fs.RemoveAll(part)
 		}
 	}()
-	if applied, err = readInto(r, part); err != nil {
+	if applied, err = readInto(r, fs, part); err != nil {
 		return 0, err
 	}
-	if err := os.Rename(part, dir); err != nil {
+	if err := fs.Rename(part, dir); err != nil {
 		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
-	return applied, durable.SyncDir(filepath.Dir(dir))
+	return applied, syncDir(fs, fs.PathDir(dir))
 }
 
-func readInto(r io.Reader, dir string) (applied uint64, err error) {
+// syncDir makes the creations, renames and removals inside dir durable.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: open %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+func readInto(r io.Reader, fs vfs.FS, dir string) (applied uint64, err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	hr := &hashReader{r: br, h: sha256.New()}
 	magic := make([]byte, len(Magic))
@@ -194,7 +215,7 @@ func readInto(r io.Reader, dir string) (applied uint64, err error) {
 		}
 		switch kind {
 		case recFile:
-			name, err := readFile(hr, dir, seen)
+			name, err := readFile(hr, fs, dir, seen)
 			if err != nil {
 				return 0, err
 			}
@@ -212,14 +233,14 @@ func readInto(r io.Reader, dir string) (applied uint64, err error) {
 			if count != uint64(len(seen)) || !bytes.Equal(got, want) {
 				return 0, errors.New("checkpoint: stream does not match its end record (corrupt)")
 			}
-			return applied, durable.SyncDir(dir)
+			return applied, syncDir(fs, dir)
 		default:
 			return 0, fmt.Errorf("checkpoint: unknown record kind %#x (corrupt stream)", kind)
 		}
 	}
 }
 
-func readFile(hr *hashReader, dir string, seen map[string]bool) (string, error) {
+func readFile(hr *hashReader, fs vfs.FS, dir string, seen map[string]bool) (string, error) {
 	n, err := binary.ReadUvarint(hr)
 	if err != nil {
 		return "", truncated(err)
@@ -239,11 +260,15 @@ func readFile(hr *hashReader, dir string, seen map[string]bool) (string, error) 
 	if err != nil {
 		return "", truncated(err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	path := fs.PathJoin(dir, name)
+	if exists(fs, path) {
+		return "", fmt.Errorf("checkpoint: %s already exists", path)
+	}
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, err := io.CopyN(f, hr, int64(size)); err != nil {
+	if _, err := io.CopyN(struct{ io.Writer }{f}, hr, int64(size)); err != nil {
 		f.Close()
 		return "", truncated(err)
 	}
@@ -272,23 +297,23 @@ func truncated(err error) error {
 // Install makes the fully received directory next the live one: live is
 // renamed to live.old, next to live, the parent directory is synced, then
 // live.old is removed. A crash in between is finished by Recover.
-func Install(next, live string) error {
+func Install(fs vfs.FS, next, live string) error {
 	old := live + ".old"
-	if err := os.RemoveAll(old); err != nil {
+	if err := fs.RemoveAll(old); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, err := os.Lstat(live); err == nil {
-		if err := os.Rename(live, old); err != nil {
+	if exists(fs, live) {
+		if err := fs.Rename(live, old); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
-	if err := os.Rename(next, live); err != nil {
+	if err := fs.Rename(next, live); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := durable.SyncDir(filepath.Dir(live)); err != nil {
+	if err := syncDir(fs, fs.PathDir(live)); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(old); err != nil {
+	if err := fs.RemoveAll(old); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
@@ -300,32 +325,32 @@ func Install(next, live string) error {
 // between Install's two renames, so next becomes live; next beside live is
 // a received checkpoint never installed and is deleted, as are a partial
 // receive (next.part) and a leftover live.old.
-func Recover(next, live string) error {
+func Recover(fs vfs.FS, next, live string) error {
 	old := live + ".old"
-	if !exists(live) {
+	if !exists(fs, live) {
 		switch {
-		case exists(next):
-			if err := os.Rename(next, live); err != nil {
+		case exists(fs, next):
+			if err := fs.Rename(next, live); err != nil {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
-		case exists(old):
-			if err := os.Rename(old, live); err != nil {
+		case exists(fs, old):
+			if err := fs.Rename(old, live); err != nil {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
 		}
-		if err := durable.SyncDir(filepath.Dir(live)); err != nil {
+		if err := syncDir(fs, fs.PathDir(live)); err != nil {
 			return err
 		}
 	}
 	for _, p := range []string{next, next + ".part", old} {
-		if err := os.RemoveAll(p); err != nil {
+		if err := fs.RemoveAll(p); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
 	return nil
 }
 
-func exists(p string) bool {
-	_, err := os.Lstat(p)
+func exists(fs vfs.FS, p string) bool {
+	_, err := fs.Stat(p)
 	return err == nil
 }

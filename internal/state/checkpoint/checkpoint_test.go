@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // makeDir writes files (name -> content) into a new directory.
@@ -53,7 +55,7 @@ var sample = map[string]string{
 func stream(t *testing.T, files map[string]string, applied uint64) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := Write(&buf, makeDir(t, files), applied); err != nil {
+	if err := Write(&buf, vfs.Default, makeDir(t, files), applied); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -65,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("stream does not start with the magic")
 	}
 	dst := filepath.Join(t.TempDir(), "next")
-	applied, err := Read(bytes.NewReader(b), dst)
+	applied, err := Read(bytes.NewReader(b), vfs.Default, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("file %s differs", name)
 		}
 	}
-	if exists(dst + ".part") {
+	if exists(vfs.Default, dst + ".part") {
 		t.Fatal("partial directory left behind")
 	}
 	// Writing the same directory twice gives the same bytes (name order).
@@ -116,10 +118,10 @@ func TestReadRejectsDamage(t *testing.T) {
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "next")
-			if _, err := Read(bytes.NewReader(in), dst); err == nil {
+			if _, err := Read(bytes.NewReader(in), vfs.Default, dst); err == nil {
 				t.Fatal("damaged stream accepted")
 			}
-			if exists(dst) || exists(dst+".part") {
+			if exists(vfs.Default, dst) || exists(vfs.Default, dst+".part") {
 				t.Fatal("damaged stream left a directory behind")
 			}
 		})
@@ -147,16 +149,16 @@ func handMade(names ...string) []byte {
 }
 
 func TestReadRejectsHostileNames(t *testing.T) {
-	if _, err := Read(bytes.NewReader(handMade("ok")), filepath.Join(t.TempDir(), "n")); err != nil {
+	if _, err := Read(bytes.NewReader(handMade("ok")), vfs.Default, filepath.Join(t.TempDir(), "n")); err != nil {
 		t.Fatalf("valid hand-made stream refused: %v", err)
 	}
 	for _, bad := range [][]string{{"../escape"}, {"a/b"}, {".."}, {"."}, {"x\x00y"}, {`a\b`}, {"dup", "dup"}} {
 		root := t.TempDir()
 		dst := filepath.Join(root, "sub", "next")
-		if _, err := Read(bytes.NewReader(handMade(bad...)), dst); err == nil {
+		if _, err := Read(bytes.NewReader(handMade(bad...)), vfs.Default, dst); err == nil {
 			t.Fatalf("name %q accepted", bad)
 		}
-		if exists(filepath.Join(root, "sub", "escape")) || exists(filepath.Join(root, "escape")) {
+		if exists(vfs.Default, filepath.Join(root, "sub", "escape")) || exists(vfs.Default, filepath.Join(root, "escape")) {
 			t.Fatalf("name %q wrote outside the directory", bad)
 		}
 	}
@@ -164,7 +166,7 @@ func TestReadRejectsHostileNames(t *testing.T) {
 
 func TestReadRefusesExistingDir(t *testing.T) {
 	dst := makeDir(t, map[string]string{"keep": "me"})
-	if _, err := Read(bytes.NewReader(stream(t, sample, 1)), dst); err == nil {
+	if _, err := Read(bytes.NewReader(stream(t, sample, 1)), vfs.Default, dst); err == nil {
 		t.Fatal("Read overwrote an existing directory")
 	}
 	if readDir(t, dst)["keep"] != "me" {
@@ -178,7 +180,7 @@ func TestWriteRefusesSubdirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := Write(&buf, dir, 1); err == nil {
+	if err := Write(&buf, vfs.Default, dir, 1); err == nil {
 		t.Fatal("Write accepted a nested directory")
 	}
 }
@@ -194,7 +196,7 @@ func install(t *testing.T) (root, next, live string) {
 	if err := os.WriteFile(filepath.Join(live, "f"), []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Read(bytes.NewReader(handMade("f")), next); err != nil {
+	if _, err := Read(bytes.NewReader(handMade("f")), vfs.Default, next); err != nil {
 		t.Fatal(err)
 	}
 	return root, next, live
@@ -213,7 +215,7 @@ func liveIs(t *testing.T, live, want string) {
 
 func TestInstallSwaps(t *testing.T) {
 	root, next, live := install(t)
-	if err := Install(next, live); err != nil {
+	if err := Install(vfs.Default, next, live); err != nil {
 		t.Fatal(err)
 	}
 	liveIs(t, live, "hi")
@@ -228,11 +230,11 @@ func TestInstallSwaps(t *testing.T) {
 func TestRecoverAfterCrash(t *testing.T) {
 	t.Run("received, not installed", func(t *testing.T) {
 		_, next, live := install(t)
-		if err := Recover(next, live); err != nil {
+		if err := Recover(vfs.Default, next, live); err != nil {
 			t.Fatal(err)
 		}
 		liveIs(t, live, "old")
-		if exists(next) {
+		if exists(vfs.Default, next) {
 			t.Fatal("uninstalled checkpoint kept")
 		}
 	})
@@ -241,11 +243,11 @@ func TestRecoverAfterCrash(t *testing.T) {
 		if err := os.Rename(live, live+".old"); err != nil {
 			t.Fatal(err)
 		}
-		if err := Recover(next, live); err != nil {
+		if err := Recover(vfs.Default, next, live); err != nil {
 			t.Fatal(err)
 		}
 		liveIs(t, live, "hi")
-		if exists(live+".old") || exists(next) {
+		if exists(vfs.Default, live+".old") || exists(vfs.Default, next) {
 			t.Fatal("leftovers after recovery")
 		}
 	})
@@ -257,11 +259,11 @@ func TestRecoverAfterCrash(t *testing.T) {
 		if err := os.Rename(next, live); err != nil {
 			t.Fatal(err)
 		}
-		if err := Recover(next, live); err != nil {
+		if err := Recover(vfs.Default, next, live); err != nil {
 			t.Fatal(err)
 		}
 		liveIs(t, live, "hi")
-		if exists(live + ".old") {
+		if exists(vfs.Default, live + ".old") {
 			t.Fatal("old state kept")
 		}
 	})
@@ -271,10 +273,10 @@ func TestRecoverAfterCrash(t *testing.T) {
 		if err := os.Mkdir(next+".part", 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := Recover(next, live); err != nil {
+		if err := Recover(vfs.Default, next, live); err != nil {
 			t.Fatal(err)
 		}
-		if exists(live) || exists(next+".part") {
+		if exists(vfs.Default, live) || exists(vfs.Default, next+".part") {
 			t.Fatal("a partial receive became state")
 		}
 	})
