@@ -171,11 +171,11 @@ func Read(r io.Reader, fs vfs.FS, dir string) (applied uint64, err error) {
 	if err := fs.Rename(part, dir); err != nil {
 		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
-	return applied, syncDir(fs, fs.PathDir(dir))
+	return applied, SyncDir(fs, fs.PathDir(dir))
 }
 
-// syncDir makes the creations, renames and removals inside dir durable.
-func syncDir(fs vfs.FS, dir string) error {
+// SyncDir makes the creations, renames and removals inside dir durable.
+func SyncDir(fs vfs.FS, dir string) error {
 	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("checkpoint: open %s: %w", dir, err)
@@ -233,7 +233,7 @@ func readInto(r io.Reader, fs vfs.FS, dir string) (applied uint64, err error) {
 			if count != uint64(len(seen)) || !bytes.Equal(got, want) {
 				return 0, errors.New("checkpoint: stream does not match its end record (corrupt)")
 			}
-			return applied, syncDir(fs, dir)
+			return applied, SyncDir(fs, dir)
 		default:
 			return 0, fmt.Errorf("checkpoint: unknown record kind %#x (corrupt stream)", kind)
 		}
@@ -310,7 +310,7 @@ func Install(fs vfs.FS, next, live string) error {
 	if err := fs.Rename(next, live); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := syncDir(fs, fs.PathDir(live)); err != nil {
+	if err := SyncDir(fs, fs.PathDir(live)); err != nil {
 		return err
 	}
 	if err := fs.RemoveAll(old); err != nil {
@@ -338,7 +338,7 @@ func Recover(fs vfs.FS, next, live string) error {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
 		}
-		if err := syncDir(fs, fs.PathDir(live)); err != nil {
+		if err := SyncDir(fs, fs.PathDir(live)); err != nil {
 			return err
 		}
 	}

@@ -104,7 +104,7 @@ func Open(o Options) (*DB, error) {
 		return nil, fmt.Errorf("statedb: %w", err)
 	}
 	// A directory made here must survive a crash like the files in it.
-	if err := syncDir(fs, fs.PathDir(root)); err != nil {
+	if err := checkpoint.SyncDir(fs, fs.PathDir(root)); err != nil {
 		return nil, err
 	}
 	d := &DB{fs: fs, root: root, opts: o, cache: pebble.NewCache(o.CacheBytes)}
@@ -484,21 +484,6 @@ func (d *DB) Close() error {
 	d.cache.Unref()
 	if err != nil {
 		return fmt.Errorf("statedb: close: %w", err)
-	}
-	return nil
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	f, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("statedb: %w", err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("statedb: sync %s: %w", dir, err)
 	}
 	return nil
 }
