@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -185,7 +182,7 @@ SIGTERM hands leadership off before exiting and never removes the node, unless
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := processContext()
 			defer stop()
 			node, err := coordproc.Start(ctx, cfg)
 			if err != nil {

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -62,7 +59,7 @@ loopback (or use mutual TLS), since they take no API tokens.`,
 				}
 				return true, ""
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := processContext()
 			defer stop()
 			node, err := coordproc.Start(ctx, cfg)
 			if err != nil {

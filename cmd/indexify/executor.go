@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -156,7 +152,7 @@ func newExecutorCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := processContext()
 			defer stop()
 			return ex.Run(ctx)
 		},

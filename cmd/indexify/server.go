@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -139,7 +136,7 @@ func newServerCmd() *cobra.Command {
 				return err
 			}
 			defer srv.Close()
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := processContext()
 			defer stop()
 			go func() {
 				if err := srv.EnsureDefaultNamespace(ctx); err != nil && ctx.Err() == nil {
