@@ -83,7 +83,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("file %s differs", name)
 		}
 	}
-	if exists(vfs.Default, dst + ".part") {
+	if exists(vfs.Default, dst+".part") {
 		t.Fatal("partial directory left behind")
 	}
 	// Writing the same directory twice gives the same bytes (name order).
@@ -263,7 +263,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		liveIs(t, live, "hi")
-		if exists(vfs.Default, live + ".old") {
+		if exists(vfs.Default, live+".old") {
 			t.Fatal("old state kept")
 		}
 	})

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
