@@ -51,6 +51,7 @@ func TestLimit(t *testing.T) {
 func TestApply(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	t.Setenv("GOMEMLIMIT", "") // restored after the test
 	os.Unsetenv("GOMEMLIMIT")
 	var log bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))

@@ -268,7 +268,7 @@ func readFile(hr *hashReader, fs vfs.FS, dir string, seen map[string]bool) (stri
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
-	if _, err := io.CopyN(struct{ io.Writer }{f}, hr, int64(size)); err != nil {
+	if _, err := io.CopyN(f, hr, int64(size)); err != nil {
 		f.Close()
 		return "", truncated(err)
 	}
