@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,6 +46,9 @@ type options struct {
 	termOnly bool
 	// retrieval: wall time allowed for Weaviate's import at each size
 	weaviateBudget time.Duration
+	// gogc, if set, is GOGC for the processes the bench starts (not for
+	// the bench's own process, whose load generators share the machine)
+	gogc string
 }
 
 type suite struct {
@@ -75,6 +79,11 @@ func main() {
 		os.Exit(2)
 	}
 	cmd := "go run ./bench " + shellJoin(os.Args[1:])
+	if o.gogc != "" {
+		// The runtime read GOGC when this process started; children read
+		// it from the environment they inherit.
+		os.Setenv("GOGC", o.gogc)
+	}
 	if err := run(name, o, cmd); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -82,7 +91,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile] [--profile-keep DIR] [--profile-for D] [--weaviate-import-budget D]")
+	fmt.Fprintln(os.Stderr, "usage: go run ./bench <suite|all> [--quick] [--out FILE] [--duration D] [--trials N] [--items N] [--no-etcd] [--profile] [--profile-keep DIR] [--profile-for D] [--weaviate-import-budget D] [--gogc N]")
 	for _, s := range suites {
 		fmt.Fprintf(os.Stderr, "  %-9s %s\n", s.name, s.doc)
 	}
@@ -103,6 +112,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.inProc, "in-process-only", false, "scale: skip the real-process part (restart, new follower)")
 	fs.DurationVar(&o.weaviateBudget, "weaviate-import-budget", 10*time.Minute, "retrieval: longest Weaviate import per size; the row reports how many vectors made it")
 	fs.BoolVar(&o.termOnly, "sigterm-only", false, "failover: only the SIGTERM hand-off trials, on a cluster that was not through kill -9 first")
+	fs.StringVar(&o.gogc, "gogc", "", "GOGC of the servers the bench starts (ours and etcd), e.g. 400 or off; the bench's own process keeps its GOGC")
 	alt := fs.String("failover-timeouts", "1s", "failover: comma-separated --raft-election-timeout values, one extra kill -9 row of ours each (\"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -113,6 +123,11 @@ func parseFlags(args []string) (options, error) {
 				return o, fmt.Errorf("--failover-timeouts: %w", err)
 			}
 			o.altTimeouts = append(o.altTimeouts, v)
+		}
+	}
+	if o.gogc != "" {
+		if _, err := strconv.Atoi(o.gogc); err != nil && o.gogc != "off" {
+			return o, fmt.Errorf("--gogc: %q is neither a number nor off", o.gogc)
 		}
 	}
 	if o.quick {
