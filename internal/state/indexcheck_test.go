@@ -61,10 +61,23 @@ func indexDigest(d *data) string {
 	for k, st := range d.stats {
 		add("stats %v %+v", k, *st)
 	}
-	for _, id := range d.changeOrder[:d.changeHead] {
-		if d.changes[id] != nil {
-			add("UNPROCESSED change %d before the head", id)
+	live := 0
+	for i, e := range d.changes.list {
+		if e.c != nil {
+			live++
+			if i < d.changes.head {
+				add("UNPROCESSED change %d before the head", e.id)
+			}
+			if e.c.Id != e.id {
+				add("change %d queued as %d", e.c.Id, e.id)
+			}
 		}
+		if i > 0 && d.changes.list[i-1].id >= e.id {
+			add("change %d after %d: not in id order", e.id, d.changes.list[i-1].id)
+		}
+	}
+	if live != d.changes.len() {
+		add("CHANGE COUNT %d unprocessed, %d counted", live, d.changes.len())
 	}
 	for k, n := range d.changedContent {
 		add("changed %v %d", k, n)

@@ -108,11 +108,11 @@ func (s *Store) snapshot() *storeSnapshot {
 		shared := t.Content != nil && t.Content == d.version(t.Namespace, t.ContentId, t.ContentVersion)
 		ss.sharedContent = append(ss.sharedContent, shared)
 	}
-	for _, id := range d.changeOrder {
-		if c := d.changes[id]; c != nil {
-			ss.changes = append(ss.changes, c)
-		}
-	}
+	ss.changes = make([]*pb.StateChange, 0, d.changes.len())
+	d.changes.each(func(c *pb.StateChange) bool {
+		ss.changes = append(ss.changes, c)
+		return true
+	})
 	for _, g := range d.gcTasks {
 		ss.gcTasks = append(ss.gcTasks, g)
 	}

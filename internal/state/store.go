@@ -525,16 +525,13 @@ func (s *Store) UnprocessedChangesExcept(limit int, deferred map[string]bool) []
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*pb.StateChange
-	for _, id := range s.d.changeOrder[s.d.changeHead:] {
-		c := s.d.changes[id]
-		if c == nil || (len(deferred) > 0 && deferred[c.Namespace] && IsContentChange(c.Type)) {
-			continue
+	s.d.changes.each(func(c *pb.StateChange) bool {
+		if len(deferred) > 0 && deferred[c.Namespace] && IsContentChange(c.Type) {
+			return true
 		}
 		out = append(out, c)
-		if limit > 0 && len(out) >= limit {
-			break
-		}
-	}
+		return limit <= 0 || len(out) < limit
+	})
 	return out
 }
 
