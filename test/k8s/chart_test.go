@@ -68,6 +68,25 @@ func TestChart(t *testing.T) {
 		if lastCreated.After(firstReady) {
 			t.Fatalf("a pod was created at %s, after the first was ready at %s", lastCreated, firstReady)
 		}
+		// Each coordinator gave the Go runtime 90% of its container's
+		// memory limit, read from the cgroup (internal/memlimit), so the
+		// collector works harder near the limit instead of the pod being
+		// OOMKilled with garbage on its heap.
+		for i := range pods {
+			c := pods[i].Spec.Containers[0]
+			limit := c.Resources.Limits.Memory().Value()
+			if c.Name != "coordinator" || limit == 0 {
+				t.Fatalf("%s: container %q with memory limit %d; the chart's defaults set one", pods[i].Name, c.Name, limit)
+			}
+			out, err := kubectl(30*time.Second, "-n", r.ns, "logs", pods[i].Name, "-c", c.Name)
+			if err != nil {
+				t.Fatalf("logs of %s: %v", pods[i].Name, err)
+			}
+			want := fmt.Sprintf(`"container_limit_bytes":%d,"go_limit_bytes":%d`, limit, int64(float64(limit)*0.9))
+			if !strings.Contains(out, want) {
+				t.Fatalf("%s never logged the Go memory limit (%s); its log starts:\n%.2000s", pods[i].Name, want, out)
+			}
+		}
 		// The API server's data is on the claim the chart made, bound.
 		s.apiClaimBound(t)
 		v := oneCluster(t, s.api, 2*time.Minute, names)
