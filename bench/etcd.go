@@ -237,7 +237,7 @@ func (c *etcdCluster) load(clients, size int, o options) (loadgen.Result, error)
 }
 
 // probe starts the etcd probe process; successes are collected until stop.
-func (c *etcdCluster) probe(writers int, max time.Duration) (succ func() []loadgen.Success, stop func()) {
+func (c *etcdCluster) probe(writers int, max time.Duration) (succ *probeSet, stop func()) {
 	cmd := exec.Command(c.bin, "probe", "--endpoints", c.endpoints(), "--writers", strconv.Itoa(writers),
 		"--duration", max.String())
 	stdin, _ := cmd.StdinPipe()
@@ -245,8 +245,7 @@ func (c *etcdCluster) probe(writers int, max time.Duration) (succ func() []loadg
 	if err := cmd.Start(); err != nil {
 		c.r.Fatal(err)
 	}
-	var mu sync.Mutex
-	var list []loadgen.Success
+	succ = &probeSet{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -254,9 +253,7 @@ func (c *etcdCluster) probe(writers int, max time.Duration) (succ func() []loadg
 		for sc.Scan() {
 			var a, b int64
 			if _, err := fmt.Sscanf(sc.Text(), "ok %d %d", &a, &b); err == nil {
-				mu.Lock()
-				list = append(list, loadgen.Success{Start: time.Unix(0, a), End: time.Unix(0, b)})
-				mu.Unlock()
+				succ.add(loadgen.Success{Start: time.Unix(0, a), End: time.Unix(0, b)})
 			}
 		}
 		io.Copy(io.Discard, stdout)
@@ -272,11 +269,7 @@ func (c *etcdCluster) probe(writers int, max time.Duration) (succ func() []loadg
 		cmd.Wait()
 	}
 	c.r.Cleanup(stop)
-	return func() []loadgen.Success {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]loadgen.Success(nil), list...)
-	}, stop
+	return succ, stop
 }
 
 func warmup(o options) time.Duration {
