@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/indexify-go/indexify/bench/loadgen"
 )
 
 // TestSmoke runs every suite in its tiny form (what CI runs, so the tool
@@ -73,5 +75,26 @@ func TestWriteSectionReplacesOnlyItsOwnSection(t *testing.T) {
 	}
 	if strings.Index(doc, "second A") > strings.Index(doc, "only B") {
 		t.Fatalf("section a moved:\n%s", doc)
+	}
+}
+
+// A trial measures only its own successes: trim drops those that ended
+// before the trial began and keeps the rest in order (Outage reads them).
+func TestProbeSetTrimKeepsOnlyTheTrialsSuccesses(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ps := &probeSet{}
+	for _, end := range []int{10, 20, 30, 40, 50} {
+		ps.add(loadgen.Success{Start: at(end - 5), End: at(end)})
+	}
+	ps.trim(at(30))
+	got := ps.get()
+	if len(got) != 3 || !got[0].End.Equal(at(30)) || !got[2].End.Equal(at(50)) {
+		t.Fatalf("after trim at 30 ms: %v, want the successes ending at 30, 40 and 50 ms", got)
+	}
+	ps.add(loadgen.Success{Start: at(55), End: at(60)})
+	ps.trim(at(100))
+	if got := ps.get(); len(got) != 0 {
+		t.Fatalf("after trim at 100 ms: %v, want none", got)
 	}
 }
