@@ -92,9 +92,20 @@ func TestProbeSetTrimKeepsOnlyTheTrialsSuccesses(t *testing.T) {
 	if len(got) != 3 || !got[0].End.Equal(at(30)) || !got[2].End.Equal(at(50)) {
 		t.Fatalf("after trim at 30 ms: %v, want the successes ending at 30, 40 and 50 ms", got)
 	}
+	// Failed writes: counted in a trial's window, trimmed like successes.
+	ps.fail(loadgen.Success{Start: at(20), End: at(25)}) // before the window
+	ps.fail(loadgen.Success{Start: at(28), End: at(35)}) // answered inside it
+	ps.fail(loadgen.Success{Start: at(70), End: at(80)}) // sent inside it
+	ps.fail(loadgen.Success{Start: at(90), End: at(95)}) // sent after it
+	if n := ps.failedIn(at(30), at(85)); n != 2 {
+		t.Fatalf("%d failed writes in [30, 85) ms, want 2", n)
+	}
 	ps.add(loadgen.Success{Start: at(55), End: at(60)})
 	ps.trim(at(100))
 	if got := ps.get(); len(got) != 0 {
 		t.Fatalf("after trim at 100 ms: %v, want none", got)
+	}
+	if n := ps.failedIn(at(0), at(200)); n != 0 {
+		t.Fatalf("after trim at 100 ms: %d failed writes, want none", n)
 	}
 }

@@ -254,6 +254,8 @@ func (c *etcdCluster) probe(writers int, max time.Duration) (succ *probeSet, sto
 			var a, b int64
 			if _, err := fmt.Sscanf(sc.Text(), "ok %d %d", &a, &b); err == nil {
 				succ.add(loadgen.Success{Start: time.Unix(0, a), End: time.Unix(0, b)})
+			} else if _, err := fmt.Sscanf(sc.Text(), "err %d %d", &a, &b); err == nil {
+				succ.fail(loadgen.Success{Start: time.Unix(0, a), End: time.Unix(0, b)})
 			}
 		}
 		io.Copy(io.Discard, stdout)

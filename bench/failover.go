@@ -17,8 +17,12 @@ import (
 	"github.com/indexify-go/indexify/test/harness"
 )
 
-// outage is one trial's figures.
-type outage struct{ first, gap time.Duration }
+// outage is one trial's figures; errors counts the probe's writes that
+// failed (an error or no answer in 500 ms) in the window Outage measures.
+type outage struct {
+	first, gap time.Duration
+	errors     int
+}
 
 type failoverRow struct {
 	system, event string
@@ -34,29 +38,49 @@ type failoverRow struct {
 // fresh cluster, and further after the kill -9 trials), a cost of the
 // measurement and not of the system.
 type probeSet struct {
-	mu   sync.Mutex
-	list []loadgen.Success
+	mu    sync.Mutex
+	list  []loadgen.Success
+	fails []loadgen.Success // failed writes, same times
 }
 
-func (p *probeSet) add(s loadgen.Success) { p.mu.Lock(); p.list = append(p.list, s); p.mu.Unlock() }
+func (p *probeSet) add(s loadgen.Success)  { p.mu.Lock(); p.list = append(p.list, s); p.mu.Unlock() }
+func (p *probeSet) fail(s loadgen.Success) { p.mu.Lock(); p.fails = append(p.fails, s); p.mu.Unlock() }
+
+// failedIn counts the failed writes answered after at and sent before end.
+func (p *probeSet) failedIn(at, end time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.fails {
+		if s.End.After(at) && s.Start.Before(end) {
+			n++
+		}
+	}
+	return n
+}
 func (p *probeSet) get() []loadgen.Success {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]loadgen.Success(nil), p.list...)
 }
 
-// trim forgets the successes that ended before t.
+// trim forgets the successes and failures that ended before t.
 func (p *probeSet) trim(t time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	keep := p.list[:0]
-	for _, s := range p.list {
+	p.list = endedFrom(p.list, t)
+	p.fails = endedFrom(p.fails, t)
+}
+
+func endedFrom(list []loadgen.Success, t time.Time) []loadgen.Success {
+	keep := list[:0]
+	for _, s := range list {
 		if !s.End.Before(t) {
 			keep = append(keep, s)
 		}
 	}
-	clear(p.list[len(keep):])
-	p.list = keep
+	clear(list[len(keep):])
+	return keep
 }
 
 // waitOutage polls the probe's successes until a write sent after the
@@ -67,7 +91,7 @@ func waitOutage(r *runner, ps *probeSet, at time.Time) (outage, bool) {
 		first, _, ok := loadgen.Outage(ps.get(), at)
 		if ok && time.Now().After(at.Add(first+2*time.Second+100*time.Millisecond)) {
 			f, g, _ := loadgen.Outage(ps.get(), at)
-			return outage{f, g}, true
+			return outage{f, g, ps.failedIn(at, at.Add(f+2*time.Second))}, true
 		}
 		time.Sleep(50 * time.Millisecond) // polling the probe, not synchronising
 	}
@@ -96,7 +120,12 @@ func failoverSuite(r *runner, o options) (string, error) {
 	var tr [][]string
 	for _, row := range rows {
 		var first, gap []float64
+		errs, hit := 0, 0
 		for _, t := range row.trials {
+			errs += t.errors
+			if t.errors > 0 {
+				hit++
+			}
 			first = append(first, float64(t.first)/float64(time.Millisecond))
 			gap = append(gap, float64(t.gap)/float64(time.Millisecond))
 		}
@@ -104,7 +133,8 @@ func failoverSuite(r *runner, o options) (string, error) {
 		sort.Float64s(gap)
 		tr = append(tr, []string{row.system, row.event, fmt.Sprint(len(row.trials)),
 			ms(loadgen.Percentile(first, 50)), ms(loadgen.Percentile(first, 99)),
-			ms(loadgen.Percentile(gap, 50)), ms(loadgen.Percentile(gap, 99)), fmt.Sprint(row.failed)})
+			ms(loadgen.Percentile(gap, 50)), ms(loadgen.Percentile(gap, 99)),
+			fmt.Sprintf("%d (in %d trials)", errs, hit), fmt.Sprint(row.failed)})
 	}
 	var b strings.Builder
 	b.WriteString("## Failover: leader kill -9 and SIGTERM hand-off\n\n")
@@ -113,12 +143,13 @@ func failoverSuite(r *runner, o options) (string, error) {
 		"etcd's probe is a `clientv3` client over all three endpoints writing 256 B values. " +
 		"Per trial: wait until every member is up and one leader is agreed, write for 0.5 s, then kill -9 (or SIGTERM) the leader; " +
 		"**first write** = fault -> answer of the first successful write sent after the fault; " +
-		"**longest gap** = longest stretch with no successful answer between the fault and 2 s after that first success (the unavailability a client sees). " +
+		"**longest gap** = longest stretch with no successful answer between the fault and 2 s after that first success (the unavailability a client sees); " +
+		"**client errors** = the probe's writes in that window that failed (an error, or no answer in 500 ms), summed over the trials; each is retried after 5 ms, so one outage can count several. " +
 		"The stopped member is restarted on its data directory before the next trial. Both use their default timing (ours: `--raft-election-timeout " + cluster.DefaultElectionTimeout.String() + "`; etcd: 100 ms heartbeat, 1000 ms election); the rows naming a timeout show ours with the timing knob at that value (`--failover-timeouts`). " +
 		"Ours: a follower that sees the dead leader's connections end checks its heartbeat at 1-1.5x the timeout after the last contact instead of at Raft's next randomised timer tick (1-3x; `internal/cluster/leadergone.go`), then pre-votes and votes; with two followers left the election waits for the later of the two, because a follower that still has a leader refuses pre-votes. " +
 		"The API server's gRPC client then finds the new leader through any live coordinator.\n\n")
 	b.WriteString(table([]string{"system", "fault", "trials", "first write p50 ms", "first write p99 ms",
-		"longest gap p50 ms", "longest gap p99 ms", "trials without recovery"}, tr))
+		"longest gap p50 ms", "longest gap p99 ms", "client errors", "trials without recovery"}, tr))
 	return b.String(), nil
 }
 
@@ -139,7 +170,7 @@ func oursFailover(r *runner, o options, label string, withTerm bool, extra ...st
 			return fmt.Errorf("%d %s", code, b)
 		}
 		return nil
-	}, ps.add)
+	}, ps.add, ps.fail)
 
 	kill := &failoverRow{system: label, event: "kill -9 leader"}
 	term := &failoverRow{system: label, event: "SIGTERM leader (hand-off)"}
@@ -170,7 +201,7 @@ func oursFailover(r *runner, o options, label string, withTerm bool, extra ...st
 			} else {
 				row.trials = append(row.trials, out)
 			}
-			slog.Info("ours failover trial", "event", row.event, "trial", t, "first", out.first, "gap", out.gap, "ok", ok)
+			slog.Info("ours failover trial", "event", row.event, "trial", t, "first", out.first, "gap", out.gap, "errors", out.errors, "ok", ok)
 			if !c.Nodes[li].Wait(30 * time.Second) {
 				c.Nodes[li].Kill()
 			}
@@ -213,7 +244,7 @@ func etcdFailover(r *runner, o options) []*failoverRow {
 			} else {
 				row.trials = append(row.trials, out)
 			}
-			slog.Info("etcd failover trial", "event", row.event, "trial", t, "first", out.first, "gap", out.gap, "ok", ok)
+			slog.Info("etcd failover trial", "event", row.event, "trial", t, "first", out.first, "gap", out.gap, "errors", out.errors, "ok", ok)
 			<-stopped
 			ec.start(li)
 		}

@@ -158,6 +158,10 @@ func probe(args []string) error {
 		mu.Lock()
 		fmt.Printf("ok %d %d\n", s.Start.UnixNano(), s.End.UnixNano())
 		mu.Unlock()
+	}, func(s loadgen.Success) {
+		mu.Lock()
+		fmt.Printf("err %d %d\n", s.Start.UnixNano(), s.End.UnixNano())
+		mu.Unlock()
 	})
 	return nil
 }

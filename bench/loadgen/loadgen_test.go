@@ -71,7 +71,7 @@ func TestOutage(t *testing.T) {
 
 func TestProbeStopsAndRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	n := 0
+	n, fails := 0, 0
 	Probe(ctx, 1, time.Second, func(ctx context.Context, c, i int) error {
 		if i == 0 {
 			return errors.New("down")
@@ -80,8 +80,8 @@ func TestProbeStopsAndRetries(t *testing.T) {
 			cancel()
 		}
 		return nil
-	}, func(Success) { n++ })
-	if n != 3 {
-		t.Fatalf("%d successes, want 3 (one failure retried)", n)
+	}, func(Success) { n++ }, func(Success) { fails++ })
+	if n != 3 || fails != 1 {
+		t.Fatalf("%d successes and %d failures, want 3 and 1 (one failure retried)", n, fails)
 	}
 }

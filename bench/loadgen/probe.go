@@ -13,11 +13,14 @@ import (
 type Success struct{ Start, End time.Time }
 
 // Probe keeps `writers` closed-loop writers busy until ctx ends and calls
-// emit for every successful write. Failed writes are retried after a short
-// pause, so the probe sees the first moment a system takes writes again.
+// emit for every successful write and failed (if not nil) with the times of
+// every failed one: an error or no answer within timeout, which is what a
+// client of the system would have seen. Failed writes are retried after a
+// short pause, so the probe sees the first moment a system takes writes
+// again.
 // Failover benchmarks run one probe across all trials and cut its
 // successes at each fault's time.
-func Probe(ctx context.Context, writers int, timeout time.Duration, op Op, emit func(Success)) {
+func Probe(ctx context.Context, writers int, timeout time.Duration, op Op, emit, failed func(Success)) {
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -32,6 +35,9 @@ func Probe(ctx context.Context, writers int, timeout time.Duration, op Op, emit 
 				if err == nil {
 					emit(Success{Start: t0, End: t1})
 					continue
+				}
+				if failed != nil && ctx.Err() == nil {
+					failed(Success{Start: t0, End: t1})
 				}
 				select { // bounded retry rate while the system is down
 				case <-ctx.Done():
