@@ -84,14 +84,15 @@ func endedFrom(list []loadgen.Success, t time.Time) []loadgen.Success {
 }
 
 // waitOutage polls the probe's successes until a write sent after the
-// fault succeeded and the 2 s gap window after it passed, then measures.
-func waitOutage(r *runner, ps *probeSet, at time.Time) (outage, bool) {
+// fault succeeded and the gap window after it (loadgen.OutageWindow)
+// passed, then measures.
+func waitOutage(ps *probeSet, at time.Time) (outage, bool) {
 	deadline := at.Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		first, _, ok := loadgen.Outage(ps.get(), at)
-		if ok && time.Now().After(at.Add(first+2*time.Second+100*time.Millisecond)) {
+		if ok && time.Now().After(at.Add(first+loadgen.OutageWindow+100*time.Millisecond)) {
 			f, g, _ := loadgen.Outage(ps.get(), at)
-			return outage{f, g, ps.failedIn(at, at.Add(f+2*time.Second))}, true
+			return outage{f, g, ps.failedIn(at, at.Add(f+loadgen.OutageWindow))}, true
 		}
 		time.Sleep(50 * time.Millisecond) // polling the probe, not synchronising
 	}
@@ -143,7 +144,7 @@ func failoverSuite(r *runner, o options) (string, error) {
 		"etcd's probe is a `clientv3` client over all three endpoints writing 256 B values. " +
 		"Per trial: wait until every member is up and one leader is agreed, write for 0.5 s, then kill -9 (or SIGTERM) the leader; " +
 		"**first write** = fault -> answer of the first successful write sent after the fault; " +
-		"**longest gap** = longest stretch with no successful answer between the fault and 2 s after that first success (the unavailability a client sees); " +
+		"**longest gap** = longest stretch with no successful answer between the fault and " + loadgen.OutageWindow.String() + " after that first success (the unavailability a client sees); " +
 		"**client errors** = the probe's writes in that window that failed (an error, or no answer in 500 ms), summed over the trials; each is retried after 5 ms, so one outage can count several. " +
 		"The stopped member is restarted on its data directory before the next trial. Both use their default timing (ours: `--raft-election-timeout " + cluster.DefaultElectionTimeout.String() + "`; etcd: 100 ms heartbeat, 1000 ms election); the rows naming a timeout show ours with the timing knob at that value (`--failover-timeouts`). " +
 		"Ours: a follower that sees the dead leader's connections end checks its heartbeat at 1-1.5x the timeout after the last contact instead of at Raft's next randomised timer tick (1-3x; `internal/cluster/leadergone.go`), then pre-votes and votes; with two followers left the election waits for the later of the two, because a follower that still has a leader refuses pre-votes. " +
@@ -195,7 +196,7 @@ func oursFailover(r *runner, o options, label string, withTerm bool, extra ...st
 			} else {
 				c.Nodes[li].Signal(syscall.SIGTERM)
 			}
-			out, ok := waitOutage(r, ps, at)
+			out, ok := waitOutage(ps, at)
 			if !ok {
 				row.failed++
 			} else {
@@ -238,7 +239,7 @@ func etcdFailover(r *runner, o options) []*failoverRow {
 			} else {
 				go func() { ec.term(li); close(stopped) }()
 			}
-			out, ok := waitOutage(r, succ, at)
+			out, ok := waitOutage(succ, at)
 			if !ok {
 				row.failed++
 			} else {

@@ -49,6 +49,10 @@ func Probe(ctx context.Context, writers int, timeout time.Duration, op Op, emit,
 	wg.Wait()
 }
 
+// OutageWindow is how long after the first success following a fault
+// Outage keeps looking for gaps.
+const OutageWindow = 2 * time.Second
+
 // Outage measures a fault at time at from a probe's successes: firstOK is
 // the time from the fault to the answer of the first successful write sent
 // after it; maxGap is the longest stretch without any successful answer in
@@ -66,7 +70,7 @@ func Outage(succ []Success, at time.Time) (firstOK, maxGap time.Duration, ok boo
 		return 0, 0, false
 	}
 	firstOK = first.Sub(at)
-	horizon := first.Add(2 * time.Second)
+	horizon := first.Add(OutageWindow)
 	var ends []time.Time
 	for _, s := range succ {
 		if s.End.After(at) && !s.End.After(horizon) {
