@@ -18,6 +18,7 @@ const (
 	DefaultBatchChanges    = 1000
 	DefaultTick            = 250 * time.Millisecond
 	DefaultExecutorTimeout = 15 * time.Second
+	DefaultInFlight        = 2
 )
 
 // Config tunes the planner and the loop. Zero values mean the defaults.
@@ -36,6 +37,11 @@ type Config struct {
 	// BatchChanges caps the state changes one pass processes, which bounds
 	// the size of one Raft entry.
 	BatchChanges int
+	// InFlight is how many passes may be proposed and not yet applied at
+	// once while a backlog drains: the next batch is planned (PlanAhead)
+	// while the one before commits. 1 plans every pass after the previous
+	// one applied.
+	InFlight int
 	// MaxUnfinishedTasks bounds a namespace's unfinished tasks: at the
 	// bound, its content changes wait unplanned until tasks finish (Plan).
 	// Zero means state.DefaultMaxUnfinishedTasks.
@@ -47,6 +53,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.BatchChanges <= 0 {
 		c.BatchChanges = DefaultBatchChanges
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = DefaultInFlight
 	}
 	if c.Tick <= 0 {
 		c.Tick = DefaultTick

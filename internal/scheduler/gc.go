@@ -14,17 +14,15 @@ import (
 // the latest version's tree are terminal. Until then the old version stays
 // readable, so readers never see a content without extraction results.
 func (p *planner) maybeSupersede(ns, rootID string) {
-	latest, ok := p.s.Content(ns, rootID)
-	if !ok || latest.GetTombstoned() || latest.GetVersion() <= 1 {
+	latest, olds := p.liveOlds(ns, rootID)
+	if len(olds) == 0 {
 		return
 	}
-	var olds []*pb.Content
-	for _, c := range p.s.ContentVersions(ns, rootID) {
-		if c.GetVersion() < latest.GetVersion() && !c.GetTombstoned() && !p.tombstoned[state.VersionRef(ns, rootID, c.GetVersion())] {
-			olds = append(olds, c)
-		}
-	}
-	if len(olds) == 0 {
+	if p.ahead != nil {
+		// Planning ahead, the in-flight passes' tasks are not in the
+		// store for tasksDone to see. PlanAhead took only content with no
+		// live older versions; one that appeared since has its own change,
+		// planned after the in-flight passes apply.
 		return
 	}
 	var newKids, oldKids []*pb.Content
@@ -55,6 +53,23 @@ func (p *planner) maybeSupersede(ns, rootID string) {
 			}
 		})
 	}
+}
+
+// liveOlds returns the latest live version of root content rootID and its
+// older versions not tombstoned (in the store or by this pass); none when
+// the root is gone, tombstoned or at its first version.
+func (p *planner) liveOlds(ns, rootID string) (*pb.Content, []*pb.Content) {
+	latest, ok := p.s.Content(ns, rootID)
+	if !ok || latest.GetTombstoned() || latest.GetVersion() <= 1 {
+		return nil, nil
+	}
+	var olds []*pb.Content
+	for _, c := range p.s.ContentVersions(ns, rootID) {
+		if c.GetVersion() < latest.GetVersion() && !c.GetTombstoned() && !p.tombstoned[state.VersionRef(ns, rootID, c.GetVersion())] {
+			olds = append(olds, c)
+		}
+	}
+	return latest, olds
 }
 
 // fromOldVersion reports whether child content of the root was extracted

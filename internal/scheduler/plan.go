@@ -36,6 +36,11 @@ func hashID(s string) string {
 // changes are planned past them. One content change may take a namespace
 // over the bound by the tasks it makes (its policies and links).
 func Plan(s *state.Store, now time.Time, cfg Config) *pb.SchedulerUpdateCmd {
+	return plan(s, now, cfg, nil)
+}
+
+// plan is Plan, or PlanAhead when a is not nil.
+func plan(s *state.Store, now time.Time, cfg Config, a *ahead) *pb.SchedulerUpdateCmd {
 	cfg = cfg.withDefaults()
 	p := &planner{
 		s:           s,
@@ -50,15 +55,40 @@ func Plan(s *state.Store, now time.Time, cfg Config) *pb.SchedulerUpdateCmd {
 		inBatch:     map[string]int{},
 		budget:      map[string]int{},
 		maxTasks:    cfg.MaxUnfinishedTasks,
+		ahead:       a,
+	}
+	unfinished := s.UnfinishedTasksByNamespace()
+	if a != nil {
+		for ns, n := range a.perNS {
+			unfinished[ns] += n
+		}
+		for ref := range a.tombstoned {
+			p.tombstoned[ref] = true
+		}
 	}
 	deferred := map[string]bool{}
-	for ns, n := range s.UnfinishedTasksByNamespace() {
+	for ns, n := range unfinished {
 		p.budget[ns] = cfg.MaxUnfinishedTasks - n
 		if n >= cfg.MaxUnfinishedTasks {
 			deferred[ns] = true
 		}
 	}
-	changes := s.UnprocessedChangesExcept(cfg.BatchChanges, deferred)
+	var changes []*pb.StateChange
+	if a == nil {
+		changes = s.UnprocessedChangesExcept(cfg.BatchChanges, deferred)
+	} else {
+		// The in-flight passes' changes come first in id order; read past
+		// them, and stop at the first change that cannot be planned ahead.
+		for _, ch := range s.UnprocessedChangesExcept(cfg.BatchChanges+len(a.processed), deferred) {
+			if a.processed[ch.GetId()] {
+				continue
+			}
+			if len(changes) == cfg.BatchChanges || !p.safeAhead(ch) {
+				break
+			}
+			changes = append(changes, ch)
+		}
+	}
 	for _, ch := range changes {
 		if state.IsContentChange(ch.GetType()) {
 			p.unplanned[ch.GetNamespace()+"/"+ch.GetObjectId()]++
@@ -107,6 +137,8 @@ type planner struct {
 	gcIDs       map[string]bool
 	tombstoned  map[string]bool // state.VersionRef
 	filterCache map[string]filterEntry
+	// ahead is the in-flight passes' decisions (PlanAhead); nil for Plan.
+	ahead *ahead
 }
 
 // budgetLeft is how many more tasks this pass may create in namespace ns.
@@ -227,6 +259,9 @@ func (p *planner) consider(graph string, pol *pb.ExtractionPolicy, c *pb.Content
 	if _, ok := p.newTasks[id]; ok {
 		return
 	}
+	if p.ahead != nil && p.ahead.tasks[id] {
+		return
+	}
 	if _, ok := p.s.Task(id); ok {
 		return
 	}
@@ -320,6 +355,11 @@ func (p *planner) allocate() {
 		return
 	}
 	load := p.s.UnfinishedTaskCounts()
+	if p.ahead != nil {
+		for e, n := range p.ahead.perExec {
+			load[e] += n
+		}
+	}
 	// room: per extractor, how many more tasks the executors offering it
 	// can take (state.AllPending when one of them has no cap). Allocate
 	// gives an extractor's tasks, oldest first, to its executors until they
@@ -350,6 +390,9 @@ func (p *planner) allocate() {
 		return // every executor is full: skip reading the pending set
 	}
 	tasks := p.s.PendingTasksFor(p.nowMs, room)
+	if p.ahead != nil && len(p.ahead.assigned) > 0 {
+		tasks = slices.DeleteFunc(tasks, func(t *pb.Task) bool { return p.ahead.assigned[t.GetId()] })
+	}
 	// PendingTasksFor is oldest first, so a backlog drains in arrival
 	// order; this pass's tasks are the newest.
 	for _, t := range p.cmd.NewTasks {

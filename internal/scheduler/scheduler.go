@@ -116,8 +116,73 @@ func (r *run) pass(ctx context.Context) bool {
 	if cmd == nil {
 		return false
 	}
+	full := len(cmd.GetProcessedChangeIds()) >= r.cfg.BatchChanges
+	if full && r.cfg.InFlight > 1 {
+		return r.pipeline(ctx, now, cmd)
+	}
 	ok := r.apply(ctx, r.command(now, &pb.Command{Op: &pb.Command_SchedulerUpdate{SchedulerUpdate: cmd}}))
-	return ok && len(cmd.GetProcessedChangeIds()) >= r.cfg.BatchChanges
+	return ok && full
+}
+
+// flight is a proposed pass whose Apply has not returned yet.
+type flight struct {
+	upd  *pb.SchedulerUpdateCmd
+	cmd  *pb.Command
+	done chan applied
+}
+
+type applied struct {
+	res *pb.CommandResult
+	err error
+}
+
+// pipeline drains a backlog: it proposes first (a full batch) and, while
+// passes are in flight, plans the next ones ahead of them (PlanAhead), up to
+// cfg.InFlight at once, so the leader plans a batch while the one before it
+// commits. It returns once nothing is in flight, reporting whether another
+// pass should follow at once. After a failed Apply it plans nothing more
+// ahead; the first failed command is kept for the retry (pass).
+func (r *run) pipeline(ctx context.Context, now time.Time, first *pb.SchedulerUpdateCmd) bool {
+	var q []*flight
+	launch := func(now time.Time, upd *pb.SchedulerUpdateCmd) {
+		f := &flight{
+			upd:  upd,
+			cmd:  r.command(now, &pb.Command{Op: &pb.Command_SchedulerUpdate{SchedulerUpdate: upd}}),
+			done: make(chan applied, 1),
+		}
+		go func() {
+			res, err := r.s.applier.Apply(ctx, f.cmd)
+			f.done <- applied{res, err}
+		}()
+		q = append(q, f)
+	}
+	launch(now, first)
+	more, ok := true, true // more: the last pass planned had a full batch
+	for len(q) > 0 {
+		if ok && more && len(q) < r.cfg.InFlight && ctx.Err() == nil {
+			inflight := make([]*pb.SchedulerUpdateCmd, len(q))
+			for i, f := range q {
+				inflight[i] = f.upd
+			}
+			r.s.passes.Add(1)
+			now := r.cfg.Now()
+			if upd := PlanAhead(r.s.store, now, r.cfg, inflight); upd != nil && len(upd.GetProcessedChangeIds()) > 0 {
+				more = len(upd.GetProcessedChangeIds()) >= r.cfg.BatchChanges
+				launch(now, upd)
+				continue
+			}
+			// Nothing ahead could be planned: the next pass is planned
+			// once the in-flight ones applied.
+			more = false
+		}
+		f := q[0]
+		q = q[1:]
+		a := <-f.done
+		if !r.settle(ctx, f.cmd, a.res, a.err) {
+			ok = false
+		}
+	}
+	return ok && ctx.Err() == nil
 }
 
 // expireExecutors removes executors silent for longer than the timeout. The
@@ -159,17 +224,26 @@ func (r *run) apply(ctx context.Context, cmd *pb.Command) bool {
 		return false
 	}
 	res, err := r.s.applier.Apply(ctx, cmd)
+	return r.settle(ctx, cmd, res, err)
+}
+
+// settle books the outcome of proposing cmd. On an error the command is kept
+// for a retry unless an earlier one already is (pipeline: the first failure
+// is retried; the later passes' changes are planned again).
+func (r *run) settle(ctx context.Context, cmd *pb.Command, res *pb.CommandResult, err error) bool {
 	if err != nil {
 		r.s.failures.Add(1)
 		if ctx.Err() == nil {
 			r.s.log.Warn("apply failed; will retry", "request_id", cmd.GetRequestId(), "err", err)
 		}
-		if r.retry != cmd {
+		if r.retry == nil {
 			r.retry, r.retries = cmd, 0
 		}
 		return false
 	}
-	r.retry, r.retries = nil, 0
+	if r.retry == cmd {
+		r.retry, r.retries = nil, 0
+	}
 	if res.GetErrorCode() != pb.ErrorCode_ERROR_CODE_OK {
 		r.s.failures.Add(1)
 		r.s.log.Error("command rejected", "request_id", cmd.GetRequestId(), "code", res.GetErrorCode(), "err", res.GetError())
