@@ -2,6 +2,8 @@ package labels
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -103,10 +105,16 @@ func FuzzValidValue(f *testing.F) {
 	for _, s := range []string{`1`, `1e400`, `-1e999`, `[1,1e309]`, `{"a":1}`, `"x"`, `nope`, `1 2`, `-0`, `0.0e-9999`} {
 		f.Add(s)
 	}
+	for _, s := range []string{`"a\"1"`, `["\\",-2e5]`, `{"k\u0031":[1.5e3,{"x":-0.1E-2}]}`, `[true,null,false,1e309]`, ` 7 `} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, v string) {
 		err := ValidValue(v)
 		if err == nil && !json.Valid([]byte(v)) {
 			t.Fatalf("accepted invalid JSON %q", v)
+		}
+		if want := validValueByDecoder(v); (err == nil) != (want == nil) {
+			t.Fatalf("%q: ValidValue says %v, a json.Decoder walk says %v", v, err, want)
 		}
 		var n json.Number
 		if json.Unmarshal([]byte(v), &n) == nil && isJSONNumber(string(n)) {
@@ -117,4 +125,56 @@ func FuzzValidValue(f *testing.F) {
 			}
 		}
 	})
+}
+
+// validValueByDecoder is ValidValue as it was written first, walking every
+// token with a json.Decoder: the reference the in-place scan is fuzzed
+// against.
+func validValueByDecoder(v string) error {
+	if len(v) > MaxValueBytes {
+		return fmt.Errorf("value is %d bytes", len(v))
+	}
+	if !json.Valid([]byte(v)) {
+		return fmt.Errorf("not JSON")
+	}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n, ok := tok.(json.Number); ok {
+			if err := checkNumber(n.String()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func TestValidValueMatchesADecoderWalk(t *testing.T) {
+	for _, v := range []string{
+		`1`, `1e309`, `-1e309`, `"1e309"`, `"a\"1e999"`, `["\\",1e999]`, `{"1e999":2}`,
+		`{"k":[1,2,{"z":-1e400}]}`, `[true,false,null]`, `"\u0031e999"`, `  -0.5e-3 `, `[0,-0,1.0E+2]`,
+		`"` + strings.Repeat("x", MaxValueBytes-2) + `"`,
+	} {
+		got, want := ValidValue(v), validValueByDecoder(v)
+		if (got == nil) != (want == nil) {
+			t.Errorf("%.60q: ValidValue %v, decoder walk %v", v, got, want)
+		}
+	}
+}
+
+// BenchmarkValidValue4KiB is the value of the writes bench's 4 KiB cell.
+func BenchmarkValidValue4KiB(b *testing.B) {
+	v := `"` + strings.Repeat("x", 4094) + `"`
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ValidValue(v); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
