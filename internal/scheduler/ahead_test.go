@@ -273,3 +273,60 @@ func TestRunPlansTheNextBatchWhileOneCommits(t *testing.T) {
 		t.Fatalf("%d tasks, want 40", len(tasks))
 	}
 }
+
+// delayApplier makes every scheduler entry take a while to commit, like a
+// loaded cluster (a stand-in for the commit's latency, not a wait for
+// anything).
+type delayApplier struct {
+	inner *fsmApplier
+	delay time.Duration
+}
+
+func (a *delayApplier) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error) {
+	if cmd.GetSchedulerUpdate() != nil {
+		t := time.NewTimer(a.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return a.inner.Apply(ctx, cmd)
+}
+
+func TestRunRemovesSilentExecutorsWhileABacklogDrains(t *testing.T) {
+	e := newEnv(t)
+	e.executor("a", 0, ext("embed"))
+	e.executor("b", 0, ext("embed"))
+	e.graph("g", pol("p", "embed", ""))
+	for i := range 3000 {
+		e.upload(fmt.Sprint("doc", i), "text/plain", "h", nil, "g")
+	}
+	app := &delayApplier{inner: e.app, delay: 2 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := New(e.store, app, Config{NodeID: "n1", BatchChanges: 1, Tick: time.Hour, Now: e.clock.Now}, nil)
+	done := make(chan struct{})
+	go func() { s.Run(ctx, 3); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the backlog to start draining", func() bool { return len(e.store.TasksAssignedTo("a")) > 0 })
+	// "a" goes silent under this leader; "b" keeps heart-beating.
+	e.clock.Advance(DefaultExecutorTimeout + time.Second)
+	e.do(&pb.Command_ExecutorHeartbeat{ExecutorHeartbeat: &pb.ExecutorHeartbeatCmd{ExecutorIds: []string{"b"}}})
+	waitFor(t, "executor a removed", func() bool {
+		_, ok := e.store.Executor("a")
+		return !ok
+	})
+	// Removed while passes were still being planned ahead: one pipeline
+	// does not hold off the loop's other duties until the backlog is gone
+	// (3,000 entries of 2 ms each, two at a time, take about 3 s).
+	uploads := 0
+	for _, ch := range e.store.UnprocessedChanges(0) {
+		if state.IsContentChange(ch.GetType()) {
+			uploads++
+		}
+	}
+	if uploads == 0 {
+		t.Fatal("the silent executor was removed only after the whole backlog drained")
+	}
+}

@@ -17,6 +17,12 @@ type Applier interface {
 	Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandResult, error)
 }
 
+// pipelineWindow is how long one pipeline keeps planning ahead before it
+// lets the in-flight passes drain, so the loop's other duties (the retry of
+// a failed command, removing silent executors) come round at least this
+// often while a long backlog drains.
+const pipelineWindow = time.Second
+
 // maxRetries bounds how often one command is re-proposed after Apply
 // errors before it is dropped and the state re-planned.
 const maxRetries = 5
@@ -139,8 +145,9 @@ type applied struct {
 // pipeline drains a backlog: it proposes first (a full batch) and, while
 // passes are in flight, plans the next ones ahead of them (PlanAhead), up to
 // cfg.InFlight at once, so the leader plans a batch while the one before it
-// commits. It returns once nothing is in flight, reporting whether another
-// pass should follow at once. After a failed Apply it plans nothing more
+// commits. It plans ahead for at most pipelineWindow, then returns once
+// nothing is in flight, reporting whether another pass should follow at
+// once. After a failed Apply it plans nothing more
 // ahead; the first failed command is kept for the retry (pass).
 func (r *run) pipeline(ctx context.Context, now time.Time, first *pb.SchedulerUpdateCmd) bool {
 	var q []*flight
@@ -157,9 +164,10 @@ func (r *run) pipeline(ctx context.Context, now time.Time, first *pb.SchedulerUp
 		q = append(q, f)
 	}
 	launch(now, first)
+	start := time.Now()
 	more, ok := true, true // more: the last pass planned had a full batch
 	for len(q) > 0 {
-		if ok && more && len(q) < r.cfg.InFlight && ctx.Err() == nil {
+		if ok && more && len(q) < r.cfg.InFlight && ctx.Err() == nil && time.Since(start) < pipelineWindow {
 			inflight := make([]*pb.SchedulerUpdateCmd, len(q))
 			for i, f := range q {
 				inflight[i] = f.upd
