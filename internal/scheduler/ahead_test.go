@@ -330,3 +330,51 @@ func TestRunRemovesSilentExecutorsWhileABacklogDrains(t *testing.T) {
 		t.Fatal("the silent executor was removed only after the whole backlog drained")
 	}
 }
+
+func TestRunRetriesAFailedEntryOfAPipeline(t *testing.T) {
+	for _, applied := range []bool{false, true} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			e := newEnv(t)
+			e.executor("a", 0, ext("embed"))
+			e.graph("g", pol("p", "embed", ""))
+			for i := range 30 {
+				e.upload(fmt.Sprint("doc", i), "text/plain", "h", nil, "g")
+			}
+			// The second scheduler entry fails: it is one planned ahead,
+			// proposed while the first is in flight.
+			var calls int
+			e.app.onApply = func(cmd *pb.Command) {
+				if cmd.GetSchedulerUpdate() == nil {
+					return
+				}
+				e.app.mu.Lock()
+				defer e.app.mu.Unlock()
+				calls++
+				if calls == 2 {
+					e.app.failNext, e.app.failApplied = 1, applied
+				}
+			}
+			e.startRun(t, Config{BatchChanges: 4, Tick: time.Hour})
+			waitFor(t, "backlog drained", func() bool {
+				return len(e.store.UnprocessedChanges(0)) == 0 && len(e.store.TasksAssignedTo("a")) == 30
+			})
+			ids := map[string]int{}
+			for _, c := range e.app.schedulerCmds() {
+				ids[c.GetRequestId()]++
+			}
+			retried := 0
+			for _, n := range ids {
+				if n > 1 {
+					retried++
+				}
+			}
+			if retried != 1 {
+				t.Fatalf("%d request ids proposed more than once, want the failed one: %v", retried, ids)
+			}
+			tasks, _ := e.store.ListTasks(state.TaskQuery{Namespace: ns})
+			if len(tasks) != 30 {
+				t.Fatalf("%d tasks, want one per content (30)", len(tasks))
+			}
+		})
+	}
+}
