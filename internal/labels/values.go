@@ -46,10 +46,31 @@ func ValidValue(v string) error {
 	if len(v) > MaxValueBytes {
 		return fmt.Errorf("value is %d bytes; the limit is %d", len(v), MaxValueBytes)
 	}
+	if plainString(v) {
+		return nil // valid JSON, and no numbers in it
+	}
 	if !json.Valid([]byte(v)) {
 		return fmt.Errorf("value %q is not JSON text (quote strings: \"\\\"text\\\"\")", v)
 	}
 	return eachNumber(v, checkNumber)
+}
+
+// plainString reports whether v is a JSON string with nothing to unescape:
+// a quote, bytes that are neither quotes, backslashes nor control
+// characters, and a closing quote. Such text is valid JSON (json.Valid
+// checks no UTF-8 either) and holds no number. It is the common label value,
+// and this one loop over it takes about a third of the time of json.Valid's
+// state machine.
+func plainString(v string) bool {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return false
+	}
+	for i := 1; i < len(v)-1; i++ {
+		if c := v[i]; c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // eachNumber calls fn with every number token of v, which must be valid

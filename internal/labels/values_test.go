@@ -160,6 +160,7 @@ func TestValidValueMatchesADecoderWalk(t *testing.T) {
 		`1`, `1e309`, `-1e309`, `"1e309"`, `"a\"1e999"`, `["\\",1e999]`, `{"1e999":2}`,
 		`{"k":[1,2,{"z":-1e400}]}`, `[true,false,null]`, `"\u0031e999"`, `  -0.5e-3 `, `[0,-0,1.0E+2]`,
 		`"` + strings.Repeat("x", MaxValueBytes-2) + `"`,
+		`""`, `"`, ` "x"`, "\"a\x01b\"", "\"\x1f\"", "\"\x20\"", "\"tab\there\"", `"a"b"`, `"a\"b"`, `"é1e999"`, "\"\xff\xfe\"", `"1" `,
 	} {
 		got, want := ValidValue(v), validValueByDecoder(v)
 		if (got == nil) != (want == nil) {
