@@ -17,6 +17,7 @@ import (
 
 	"github.com/indexify-go/indexify/bench/loadgen"
 	"github.com/indexify-go/indexify/internal/state"
+	"github.com/indexify-go/indexify/internal/state/statedb"
 	pb "github.com/indexify-go/indexify/proto/indexifypb"
 	"github.com/indexify-go/indexify/test/harness"
 )
@@ -160,9 +161,14 @@ func scaleSuite(r *runner, o options) (string, error) {
 	if stopProf != nil {
 		restoreTop = stopProf()
 	}
+	conv, err := convertState(f2.Store(), filepath.Join(dir, "statedb"))
+	if err != nil {
+		return "", err
+	}
 	f2 = nil
 	runtime.GC()
 	slog.Info("snapshot", "bytes", fi.Size(), "persist", persist, "restore", restore)
+	slog.Info("converted to the on-disk layout", "took", conv.took, "disk bytes", conv.bytes, "open", conv.open)
 
 	// A real coordinator takes the snapshot (`indexify cluster snapshot
 	// restore`), is restarted, and a new node joins and installs it.
@@ -185,6 +191,9 @@ func scaleSuite(r *runner, o options) (string, error) {
 		{"snapshot capture + write to disk", fmt.Sprintf("%.2f s", persist.Seconds()), "", ""},
 		{"snapshot size", fmt.Sprintf("%.1f MiB (%.0f B/item)", float64(fi.Size())/(1<<20), float64(fi.Size())/float64(n)), "", ""},
 		{"restore from snapshot file (in-process)", fmt.Sprintf("%.2f s", restore.Seconds()), "", ""},
+		{"the restored state written into the on-disk layout (pebble, issue 15: the first start's conversion)", fmt.Sprintf("%.2f s, %d writes", conv.took.Seconds(), conv.writes), "", ""},
+		{"its disk: the pebble directory after the conversion, memtables flushed", fmt.Sprintf("%.1f MiB (%.0f B/item; snapshot %.0f B/item)", float64(conv.bytes)/(1<<20), float64(conv.bytes)/float64(n), float64(fi.Size())/float64(n)), "report", ""},
+		{"open that directory again (nothing decoded)", fmt.Sprintf("%.0f ms", ms64(conv.open)), "", ""},
 		{"real coordinator: ingest through gRPC CreateContent (batches of 1,000, 4 drivers) until all tasks exist", fmt.Sprintf("%.1f s (%.0f items/s)", ps.ingest.Seconds(), float64(n)/ps.ingest.Seconds()), "", ""},
 		{"real coordinator: `indexify cluster snapshot save`", fmt.Sprintf("%.2f s, %.1f MiB", ps.save.Seconds(), float64(ps.snapBytes)/(1<<20)), "", ""},
 		{"real coordinator: restart-to-ready (SIGTERM, start, `/readyz` 200)", fmtDur(ps.restart), "< 5 s", goal(ps.restart > 0 && ps.restart < 5*time.Second)},
@@ -358,4 +367,60 @@ func waitTasks(r *runner, c *harness.Cluster, i, n int) {
 		}
 		return nil
 	})
+}
+
+// converted is what convertState measured.
+type converted struct {
+	took, open time.Duration
+	writes     int
+	bytes      int64
+}
+
+// convertState writes the store into a new pebble state directory
+// (state.Store.WriteStateDB, the conversion a first start on the on-disk
+// state machine runs once), then measures the directory and how long it
+// takes to open again.
+func convertState(s *state.Store, dir string) (converted, error) {
+	var c converted
+	t0 := time.Now()
+	db, err := statedb.Open(statedb.Options{Dir: dir})
+	if err != nil {
+		return c, err
+	}
+	if c.writes, err = s.WriteStateDB(db); err != nil {
+		db.Close()
+		return c, err
+	}
+	if err := db.Flush(); err != nil {
+		db.Close()
+		return c, err
+	}
+	if err := db.Close(); err != nil {
+		return c, err
+	}
+	c.took = time.Since(t0)
+	err = filepath.WalkDir(dir, func(_ string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		fi, err := e.Info()
+		if err == nil {
+			c.bytes += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return c, err
+	}
+	t1 := time.Now()
+	db, err = statedb.Open(statedb.Options{Dir: dir})
+	if err != nil {
+		return c, err
+	}
+	c.open = time.Since(t1)
+	if db.Applied() != s.AppliedIndex() {
+		db.Close()
+		return c, fmt.Errorf("converted state at index %d, store at %d", db.Applied(), s.AppliedIndex())
+	}
+	return c, db.Close()
 }

@@ -367,6 +367,19 @@ func (d *DB) Sync() error {
 	return nil
 }
 
+// Flush writes the memtables out as (compressed) table files and waits for
+// them: the disk then holds the state as it will in steady state, not as a
+// write-ahead log. A large one-off write (the conversion on first start)
+// flushes before it is measured or checkpointed.
+func (d *DB) Flush() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if err := d.db.Flush(); err != nil {
+		return fmt.Errorf("statedb: flush: %w", err)
+	}
+	return nil
+}
+
 // Checkpoint is a consistent copy of the database at one applied index,
 // ready to stream as a snapshot.
 type Checkpoint struct {
