@@ -77,8 +77,19 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	return c, nil
 }
 
+// maxConnectTime bounds the TCP connect of a Raft dial; the transport's
+// timeout (10 s, an I/O deadline sized for a large AppendEntries) still
+// bounds the handshakes after it. A peer on the cluster network answers a
+// connect in milliseconds, or refuses it at once. One that does neither is
+// an address nobody holds any more: a pod restarted with a new IP while DNS
+// still gave the old one. Waiting 10 s on it stalled the leader's heartbeats
+// to that peer for 10 s (seen in test/k8s's rolling upgrade: the restarted
+// pod stayed unready that long); giving up after a second lets the next try
+// resolve the name again.
+const maxConnectTime = time.Second
+
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
+	d := net.Dialer{Timeout: min(timeout, maxConnectTime), KeepAlive: 15 * time.Second}
 	c, err := d.Dial("tcp", string(address))
 	if err != nil {
 		return nil, err
