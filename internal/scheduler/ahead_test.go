@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,6 +112,37 @@ func TestPlanAheadDoesNotRepeatTheInFlightPassTasks(t *testing.T) {
 	first, ahead := aheadEqualsAfter(t, e)
 	if len(first.GetNewTasks()) != 1 || len(ahead.GetNewTasks()) != 0 || len(ahead.GetProcessedChangeIds()) != 1 {
 		t.Fatalf("first pass %v, planned ahead %v: want the task once", first, ahead)
+	}
+}
+
+// A version the in-flight pass tombstones counts as tombstoned: a change in
+// a tree whose only older live version is being superseded is planned
+// ahead, as the pass after would plan it (without the overlay's tombstones
+// the older version looks live and planning stops there).
+func TestPlanAheadSeesTheInFlightPassTombstones(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.BatchChanges = 1
+	e.executor("a", 0, ext("embed"))
+	e.graph("g", pol("p", "embed", "", "keep=true"))
+	drain := func() {
+		for e.plan() != nil {
+		}
+	}
+	e.upload("doc", "text/plain", "v1", map[string]string{"keep": "true"}, "g")
+	drain()
+	t1 := e.taskFor("g", "p", "doc")
+	e.upload("doc", "text/plain", "v2", map[string]string{"keep": "true"}, "g")
+	drain()
+	e.succeed(e.taskFor("g", "p", "doc").GetId()) // v2 done: the completion supersedes v1
+	// Then v1's task uploads an output: a change in doc's tree behind the
+	// completion, about content the supersession collects.
+	e.extract(t1, 0, "text/plain")
+	first, ahead := aheadEqualsAfter(t, e)
+	if !slices.Equal(first.GetTombstoneContentIds(), []string{state.VersionRef(ns, "doc", 1)}) {
+		t.Fatalf("first pass %v: want v1 superseded", first)
+	}
+	if len(ahead.GetProcessedChangeIds()) != 1 || len(ahead.GetTombstoneContentIds()) != 0 {
+		t.Fatalf("planned ahead %v: want the output's change processed, nothing tombstoned again", ahead)
 	}
 }
 
