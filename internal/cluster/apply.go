@@ -91,7 +91,7 @@ type peerClients struct {
 
 func newPeerClients(opts []grpc.DialOption) *peerClients {
 	// Insecure unless opts bring transport credentials (the last one wins).
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpcconn.Connect()}, opts...)
 	return &peerClients{opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 

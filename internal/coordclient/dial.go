@@ -10,7 +10,6 @@ package coordclient
 import (
 	"context"
 	"fmt"
-	"google.golang.org/grpc/keepalive"
 	"net"
 	"sort"
 	"strings"
@@ -19,8 +18,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/indexify-go/indexify/internal/grpcconn"
 )
 
 // serviceConfig balances calls over all resolved coordinators. It has no
@@ -62,7 +64,7 @@ func Dial(targets []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	// every pod deleted). 10 s is twice the servers' enforcement minimum
 	// (coordinator/limits.go), so jitter never makes a ping too early.
 	ka := grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true})
-	base := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), ka}
+	base := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), ka, grpcconn.Connect()}
 	// Hinted leaders are dialled with the caller's options (credentials);
 	// their interceptors do not run on redirected tries (see retrier.unary).
 	rt := &retrier{opts: append(append(base, opts...), grpc.WithDisableRetry())}

@@ -1,9 +1,11 @@
 package freeport
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestTakeAvoidsEphemeralRangeAndRepeats(t *testing.T) {
@@ -59,5 +61,16 @@ func TestReservationIsExclusiveAcrossHolders(t *testing.T) {
 		if q == p {
 			t.Fatalf("port %d reserved twice", p)
 		}
+	}
+}
+
+// A connect to an Unanswered address times out (neither connects nor is
+// refused).
+func TestUnansweredNeverConnects(t *testing.T) {
+	addr := Unanswered(t)
+	_, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("connect to %s: %v, want a timeout", addr, err)
 	}
 }

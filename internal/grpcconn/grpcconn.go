@@ -9,8 +9,27 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 )
+
+// Connect bounds how long one connect attempt may take and how long gRPC
+// waits between attempts, for every connection to a coordinator. gRPC's
+// defaults (a connect may take 20 s; the wait grows to 2 minutes) are made
+// for far-away servers. Ours are pods on the cluster network: a connect
+// there takes milliseconds or is refused at once, and one that hangs is to
+// the old IP of a pod that restarted while DNS still named it. Every call
+// on the connection waits out such a connect (a follower's /readyz, which
+// asks the leader, timed out behind one in test/k8s's rolling upgrade), so
+// a connect gives up after a second and the next one resolves the name
+// again; the wait between attempts stays under 5 s so a restarted pod is
+// found again soon even without Wake.
+func Connect() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+		MinConnectTimeout: time.Second,
+	})
+}
 
 // wakeWait bounds how long Wake waits for the connection to start
 // connecting again (it takes microseconds; the bound is for a stuck conn).
