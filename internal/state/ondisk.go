@@ -17,7 +17,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -241,7 +240,8 @@ func readLayout(r LayoutReader) (*data, error) {
 	meta := map[string]*uint64{layout.MetaChangeSeq: &d.changeSeq, layout.MetaOffsetSeq: &d.offsetSeq}
 	for name, p := range meta {
 		err := r.Scan(layout.MetaKey(name), func(_, v []byte) bool {
-			*p, errs = appendErr(errs, v)
+			n, err := layout.DecodeUint(v)
+			*p, errs = n, append(errs, err)
 			return true
 		})
 		errs = append(errs, err)
@@ -282,13 +282,13 @@ func readLayout(r LayoutReader) (*data, error) {
 		scanRecords(r, layout.TagGCTask, func() *pb.GCTask { return &pb.GCTask{} },
 			func(m *pb.GCTask) { d.gcTasks[m.Id] = m }),
 	)
-	// Tasks last among the records: each is joined with the content version
-	// it names.
+	// Tasks last among the records; finishLoad joins each with the content
+	// version it names.
+	var tasks []*pb.Task
 	errs = append(errs, scanRecords(r, layout.TagTask, func() *pb.Task { return &pb.Task{} },
 		func(t *pb.Task) {
-			t.Content = d.version(t.Namespace, t.ContentId, t.ContentVersion)
-			internTask(t)
 			d.putTask(t)
+			tasks = append(tasks, t)
 		}))
 	results := map[string]*pb.CommandResult{}
 	errs = append(errs, r.Scan([]byte{layout.TagRequest}, func(k, v []byte) bool {
@@ -321,27 +321,6 @@ func readLayout(r LayoutReader) (*data, error) {
 	if len(d.requests) != len(results) {
 		return nil, fmt.Errorf("%d request results, %d in the request order", len(results), len(d.requests))
 	}
-	for ns, m := range d.content {
-		for id := range m {
-			d.relinkParent(ns, id, nil, d.maxStored(ns, id))
-		}
-		d.rebuildOffsets(ns)
-	}
-	for k := range d.old {
-		if d.content[k.ns][k.id] == nil {
-			d.relinkParent(k.ns, k.id, nil, d.maxStored(k.ns, k.id))
-		}
-		d.old[k] = slices.Clip(d.old[k])
-	}
-	d.rebuildExtractors()
+	d.finishLoad(tasks)
 	return d, nil
-}
-
-// appendErr decodes a counter value, collecting a decode error.
-func appendErr(errs []error, v []byte) (uint64, []error) {
-	n, err := layout.DecodeUint(v)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	return n, errs
 }
