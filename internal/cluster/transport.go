@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/indexify-go/indexify/internal/grpcconn"
 )
 
 // streamLayer is a raft.StreamLayer over plain TCP. hashicorp/raft's stock
@@ -86,7 +88,7 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 // to that peer for 10 s (seen in test/k8s's rolling upgrade: the restarted
 // pod stayed unready that long); giving up after a second lets the next try
 // resolve the name again.
-const maxConnectTime = time.Second
+const maxConnectTime = grpcconn.ConnectTimeout
 
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: min(timeout, maxConnectTime), KeepAlive: 15 * time.Second}

@@ -13,6 +13,10 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
+// ConnectTimeout is how long one connect to a coordinator may take, on gRPC
+// connections (Connect) and Raft's own (internal/cluster's stream layer).
+const ConnectTimeout = time.Second
+
 // Connect bounds how long one connect attempt may take and how long gRPC
 // waits between attempts, for every connection to a coordinator. gRPC's
 // defaults (a connect may take 20 s; the wait grows to 2 minutes) are made
@@ -27,7 +31,7 @@ import (
 func Connect() grpc.DialOption {
 	return grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
-		MinConnectTimeout: time.Second,
+		MinConnectTimeout: ConnectTimeout,
 	})
 }
 
