@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -41,33 +42,66 @@ type leaderCommitCache struct {
 	index  uint64
 	at     time.Time
 	ok     bool // index was learned at least once in this process
+	asking bool // a caller is asking the leader right now
+}
+
+// errAskingLeader is what a caller gets, with the last value learned, while
+// another caller's question to the leader is still out.
+var errAskingLeader = errors.New("the leader is being asked for its commit index")
+
+// get returns the cached index when it is fresh and from leader; otherwise
+// one caller asks (ask returns the answering leader's id and its commit
+// index), and the callers that come while it waits get the last value
+// learned instead of waiting too. The question may take up to a second (a
+// leader that does not answer), and readiness probes come concurrently and
+// have their own timeouts: queued behind one slow question, they all failed
+// together.
+func (c *leaderCommitCache) get(leader string, ask func() (string, uint64, error)) (index uint64, known bool, err error) {
+	c.mu.Lock()
+	if c.ok && c.leader == leader && time.Since(c.at) < leaderCommitTTL {
+		defer c.mu.Unlock()
+		return c.index, true, nil
+	}
+	if c.asking {
+		defer c.mu.Unlock()
+		return c.index, c.ok, errAskingLeader
+	}
+	c.asking = true
+	c.mu.Unlock()
+
+	lid, idx, err := ask()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asking = false
+	if err != nil {
+		return c.index, c.ok, err
+	}
+	c.leader, c.index, c.at, c.ok = lid, max(c.index, idx), time.Now(), true
+	return c.index, true, nil
 }
 
 // leaderCommitIndex returns the leader's commit index, asking the leader
 // when the cached value is older than leaderCommitTTL or from another
-// leader. When the leader cannot be asked, it returns the last value it
-// learned (a lower bound: commit indexes only grow); known is false only
-// when no value was ever learned in this process.
+// leader. When the leader cannot be asked, or another caller is asking it,
+// it returns the last value it learned (a lower bound: commit indexes only
+// grow); known is false only when no value was ever learned in this
+// process.
 func (n *Node) leaderCommitIndex() (index uint64, known bool, err error) {
-	c := &n.leaderCommit
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	_, lid := n.raft.LeaderWithID()
-	if c.ok && c.leader == string(lid) && time.Since(c.at) < leaderCommitTTL {
-		return c.index, true, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(n.rpcTimeout(), time.Second))
-	defer cancel()
-	cl, lid2, err := n.leaderClient(ctx)
-	if err == nil {
-		var resp *pb.StatusResponse
-		resp, err = cl.Status(forwardedCtx(ctx), &pb.StatusRequest{})
-		if err == nil {
-			c.leader, c.index, c.at, c.ok = lid2, max(c.index, resp.CommitIndex), time.Now(), true
-			return c.index, true, nil
+	return n.leaderCommit.get(string(lid), func() (string, uint64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), min(n.rpcTimeout(), time.Second))
+		defer cancel()
+		cl, lid2, err := n.leaderClient(ctx)
+		if err != nil {
+			return "", 0, err
 		}
-	}
-	return c.index, c.ok, err
+		resp, err := cl.Status(forwardedCtx(ctx), &pb.StatusRequest{})
+		if err != nil {
+			return "", 0, err
+		}
+		return lid2, resp.CommitIndex, nil
+	})
 }
 
 // Ready reports whether this node should receive client traffic: it is a

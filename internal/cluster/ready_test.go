@@ -70,3 +70,88 @@ func TestRestartedFollowerNotReadyWhileBehindLeader(t *testing.T) {
 			ok, why, lagger.node.raft.AppliedIndex(), target)
 	}
 }
+
+// While one caller waits for the leader's answer (up to a second when the
+// leader does not answer), other callers get the last value learned at once
+// instead of queueing behind it: readiness probes come concurrently, each
+// with its own timeout, and queued behind one slow question they all failed.
+func TestLeaderCommitCacheAnswersWhileTheLeaderIsAsked(t *testing.T) {
+	var c leaderCommitCache
+	answer := func(lid string, idx uint64) func() (string, uint64, error) {
+		return func() (string, uint64, error) { return lid, idx, nil }
+	}
+	if idx, known, err := c.get("a", answer("a", 10)); idx != 10 || !known || err != nil {
+		t.Fatalf("first ask: %d %v %v", idx, known, err)
+	}
+
+	// A leader change makes the cached value stale; the next caller asks,
+	// and its question hangs until released.
+	release := make(chan struct{})
+	asked := make(chan struct{})
+	first := make(chan uint64, 1)
+	go func() {
+		idx, _, _ := c.get("b", func() (string, uint64, error) {
+			close(asked)
+			<-release
+			return "b", 20, nil
+		})
+		first <- idx
+	}()
+	<-asked
+
+	done := make(chan struct{})
+	var idx uint64
+	var known bool
+	var err error
+	go func() {
+		defer close(done)
+		idx, known, err = c.get("b", func() (string, uint64, error) {
+			t.Error("a second question while one is out")
+			return "b", 30, nil
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // liveness bound, not a speed assertion
+		close(release)
+		t.Fatal("a caller waited for another caller's question to the leader")
+	}
+	if idx != 10 || !known || err == nil {
+		t.Fatalf("while asking: got %d known=%v err=%v, want the last value 10, known, and an error", idx, known, err)
+	}
+
+	close(release)
+	if got := <-first; got != 20 {
+		t.Fatalf("the asking caller got %d, want 20", got)
+	}
+	if idx, known, err := c.get("b", answer("b", 99)); idx != 20 || !known || err != nil {
+		t.Fatalf("fresh value from the same leader: %d %v %v, want 20 from the cache", idx, known, err)
+	}
+
+	// A failed question keeps the last value, and a lower answer (a new
+	// leader not yet caught up on its commit index) never lowers it.
+	if idx, known, err := c.get("c", func() (string, uint64, error) { return "", 0, fmt.Errorf("down") }); idx != 20 || !known || err == nil {
+		t.Fatalf("failed ask: %d %v %v", idx, known, err)
+	}
+	if idx, _, _ := c.get("c", answer("c", 5)); idx != 20 {
+		t.Fatalf("lower answer lowered the index to %d", idx)
+	}
+}
+
+// No value learned yet and a question out: the caller is told it is not
+// known, so a fresh follower is not ready on a guess.
+func TestLeaderCommitCacheUnknownWhileFirstQuestionIsOut(t *testing.T) {
+	var c leaderCommitCache
+	release := make(chan struct{})
+	asked := make(chan struct{})
+	go c.get("a", func() (string, uint64, error) {
+		close(asked)
+		<-release
+		return "a", 7, nil
+	})
+	<-asked
+	defer close(release)
+	if _, known, err := c.get("a", func() (string, uint64, error) { return "a", 7, nil }); known || err == nil {
+		t.Fatalf("known=%v err=%v while the first question is out, want unknown with an error", known, err)
+	}
+}
