@@ -17,6 +17,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/protobuf/proto"
 
@@ -165,7 +166,8 @@ func (s *Store) WriteLayout(w LayoutWriter) (int, error) {
 // batches of LayoutFlushEvery writes; the last batch records the store's
 // applied index. Until that last commit the database says applied index 0
 // with part of the state in it, so a conversion that can be interrupted
-// writes into a directory of its own and renames it once this returns.
+// runs inside statedb.Build (ConvertSnapshot), which fills a directory of
+// its own and renames it into place once this returns.
 func (s *Store) WriteStateDB(db *statedb.DB) (int, error) {
 	w := &batchWriter{db: db, b: db.NewBatch()}
 	n, err := s.WriteLayout(w)
@@ -177,6 +179,30 @@ func (s *Store) WriteStateDB(db *statedb.DB) (int, error) {
 		return n, err
 	}
 	return n, db.Sync()
+}
+
+// ConvertSnapshot makes the state database under o from a format-1
+// snapshot (the record stream an in-memory store writes; the snapshot of a
+// data dir written before the state moved to disk): it restores the
+// snapshot into a private store, the restore's cost paid once, and writes
+// it with WriteStateDB through statedb.Build, so a crash or an error
+// midway leaves no database and the next start converts again from the
+// same snapshot. It returns the open database and the number of writes.
+func ConvertSnapshot(r io.Reader, o statedb.Options) (*statedb.DB, int, error) {
+	s := NewStore()
+	if err := s.Restore(r); err != nil {
+		return nil, 0, fmt.Errorf("state: convert snapshot: %w", err)
+	}
+	var n int
+	db, err := statedb.Build(o, func(db *statedb.DB) error {
+		var err error
+		n, err = s.WriteStateDB(db)
+		return err
+	})
+	if err != nil {
+		return nil, n, fmt.Errorf("state: convert snapshot: %w", err)
+	}
+	return db, n, nil
 }
 
 // batchWriter commits a statedb batch at every Flush.

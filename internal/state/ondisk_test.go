@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -280,4 +281,47 @@ func sameIndexKeys(s *Store, m *memLayout) error {
 		}
 	}
 	return nil
+}
+
+// A format-1 snapshot (what a data dir of the current release holds)
+// converts into a state database that reads back as the same state, at
+// the snapshot's applied index; a damaged snapshot leaves no database, so
+// the next start converts again instead of opening part of the state.
+func TestConvertSnapshotIntoStateDB(t *testing.T) {
+	for seed := int64(20); seed < 24; seed++ {
+		s := randomStore(t, seed, 300)
+		var snap bytes.Buffer
+		if err := s.WriteSnapshot(&snap); err != nil {
+			t.Fatal(err)
+		}
+		o := statedb.Options{Dir: t.TempDir()}
+
+		cut := bytes.NewReader(snap.Bytes()[:snap.Len()*2/3])
+		if _, _, err := ConvertSnapshot(cut, o); err == nil {
+			t.Fatalf("seed %d: a truncated snapshot converted", seed)
+		}
+		if ok, err := statedb.Exists(o); ok || err != nil {
+			t.Fatalf("seed %d: a failed conversion left a database (%v, %v)", seed, ok, err)
+		}
+
+		db, n, err := ConvertSnapshot(bytes.NewReader(snap.Bytes()), o)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if n == 0 || db.Applied() != s.AppliedIndex() {
+			t.Fatalf("seed %d: %d writes, applied %d, want %d", seed, n, db.Applied(), s.AppliedIndex())
+		}
+		back := NewStore()
+		err = back.ReadLayout(db, db.Applied())
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := back.Dump(), joinedDump(s); got != want {
+			t.Fatalf("seed %d: converted state differs:\n%s\n----\n%s", seed, want, got)
+		}
+		if _, _, err := ConvertSnapshot(bytes.NewReader(snap.Bytes()), o); !errors.Is(err, statedb.ErrExists) {
+			t.Fatalf("seed %d: converting over a database: %v, want ErrExists", seed, err)
+		}
+	}
 }

@@ -57,6 +57,7 @@ type Options struct {
 const (
 	liveName        = "db"          // the open database
 	nextName        = "db.next"     // a received checkpoint waiting to be swapped in
+	buildName       = "db.build"    // a database Build is filling
 	checkpointsName = "checkpoints" // checkpoints being streamed to a snapshot
 )
 
@@ -69,6 +70,7 @@ var ErrNewerFormat = errors.New("statedb: the state was written by a newer relea
 type DB struct {
 	fs    vfs.FS
 	root  string
+	live  string // the directory under root that is open: liveName, or buildName in Build
 	opts  Options
 	cache *pebble.Cache
 
@@ -85,21 +87,32 @@ type DB struct {
 // Open opens (or creates) the database under o.Dir, finishing or undoing a
 // snapshot install a crash interrupted.
 func Open(o Options) (*DB, error) {
-	fs := o.FS
-	root := o.Dir
-	if fs == nil {
+	return openDir(resolve(o), liveName)
+}
+
+// resolve fills in Options' defaults, so that reopening with the result
+// finds the same file system (a new in-memory one would be empty).
+func resolve(o Options) Options {
+	if o.FS == nil {
 		if o.Dir == "" {
-			fs = vfs.NewMem()
+			o.FS = vfs.NewMem()
 		} else {
-			fs = vfs.Default
+			o.FS = vfs.Default
 		}
 	}
-	if root == "" {
-		root = "/state"
+	if o.Dir == "" {
+		o.Dir = "/state"
 	}
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
+	return o
+}
+
+// openDir opens the database directory name under o.Dir (resolved): the live
+// one, or Build's side directory.
+func openDir(o Options, name string) (*DB, error) {
+	fs, root := o.FS, o.Dir
 	if err := fs.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("statedb: %w", err)
 	}
@@ -107,15 +120,10 @@ func Open(o Options) (*DB, error) {
 	if err := checkpoint.SyncDir(fs, fs.PathDir(root)); err != nil {
 		return nil, err
 	}
-	d := &DB{fs: fs, root: root, opts: o, cache: pebble.NewCache(o.CacheBytes)}
-	if err := checkpoint.Recover(fs, d.path(nextName), d.path(liveName)); err != nil {
+	d := &DB{fs: fs, root: root, live: name, opts: o, cache: pebble.NewCache(o.CacheBytes)}
+	if err := d.recover(); err != nil {
 		d.cache.Unref()
 		return nil, err
-	}
-	// Checkpoints are only ever streamed by a running process.
-	if err := fs.RemoveAll(d.path(checkpointsName)); err != nil {
-		d.cache.Unref()
-		return nil, fmt.Errorf("statedb: %w", err)
 	}
 	if err := d.openLive(); err != nil {
 		d.cache.Unref()
@@ -124,12 +132,31 @@ func Open(o Options) (*DB, error) {
 	return d, nil
 }
 
+// recover clears what a crash can leave under the root: an interrupted
+// install is finished or undone, an unfinished Build is deleted (it is
+// redone from its source), and checkpoints are only ever streamed by a
+// running process.
+func (d *DB) recover() error {
+	if d.live != liveName {
+		return nil // Build's side directory: Build cleared the root
+	}
+	if err := checkpoint.Recover(d.fs, d.path(nextName), d.path(liveName)); err != nil {
+		return err
+	}
+	for _, name := range []string{buildName, checkpointsName} {
+		if err := d.fs.RemoveAll(d.path(name)); err != nil {
+			return fmt.Errorf("statedb: %w", err)
+		}
+	}
+	return nil
+}
+
 func (d *DB) path(name string) string { return d.fs.PathJoin(d.root, name) }
 
 // openLive opens the live directory and reads its applied index; the
 // caller holds mu for writing (or is Open).
 func (d *DB) openLive() error {
-	db, err := pebble.Open(d.path(liveName), d.pebbleOptions())
+	db, err := pebble.Open(d.path(d.live), d.pebbleOptions())
 	if err != nil {
 		return fmt.Errorf("statedb: open: %w", err)
 	}
