@@ -240,7 +240,7 @@ func sameIndexKeys(s *Store, m *memLayout) error {
 		var queue []string
 		l.each(func(t *pb.Task) bool {
 			k := string(layout.PendingKey(x, t.CreatedAt, t.Id))
-			want[k] = nil
+			want[k] = taskRecord(t)
 			queue = append(queue, k)
 			return true
 		})
@@ -250,7 +250,7 @@ func sameIndexKeys(s *Store, m *memLayout) error {
 	}
 	for e, set := range d.tasksByExec {
 		for id := range set {
-			want[string(layout.AssignedKey(e, d.tasks[id].CreatedAt, id))] = nil
+			want[string(layout.AssignedKey(e, d.tasks[id].CreatedAt, id))] = taskRecord(d.tasks[id])
 		}
 	}
 	for k, st := range d.stats {
@@ -281,6 +281,15 @@ func sameIndexKeys(s *Store, m *memLayout) error {
 		}
 	}
 	return nil
+}
+
+// taskRecord is the stored record of t, which its queue entry holds too.
+func taskRecord(t *pb.Task) []byte {
+	b, err := layout.EncodeTask(t)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // A format-1 snapshot (what a data dir of the current release holds)

@@ -204,9 +204,21 @@ func TestPutTaskMovesTheSchedulerIndexEntry(t *testing.T) {
 	if _, ok := w[string(PendingKey("x", 10, "t1"))]; ok {
 		t.Fatal("assigned task still pending")
 	}
-	if _, ok := w[string(AssignedKey("e1", 10, "t1"))]; !ok {
+	if v, ok := w[string(AssignedKey("e1", 10, "t1"))]; !ok {
 		t.Fatal("assigned task not in its executor's index")
+	} else if !bytes.Equal(v, w[string(TaskKey("t1"))]) {
+		t.Fatal("the queue entry does not hold the task record")
 	}
+	// A write that keeps the task in its queue updates the copy.
+	retried := proto.Clone(assigned).(*pb.Task)
+	retried.Attempts = 1
+	if err := PutTask(w, assigned, retried); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(w[string(AssignedKey("e1", 10, "t1"))], w[string(TaskKey("t1"))]) {
+		t.Fatal("the queue entry kept the old record")
+	}
+	assigned = retried
 	done := proto.Clone(assigned).(*pb.Task)
 	done.Outcome = pb.TaskOutcome_TASK_OUTCOME_SUCCESS
 	if err := PutTask(w, assigned, done); err != nil {
