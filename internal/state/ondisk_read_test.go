@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"math"
-	"math/rand"
 	"slices"
 	"testing"
 
@@ -55,26 +54,18 @@ func sameTasks(mem, disk []*pb.Task) error {
 func TestSchedulerReadsFromTheLayoutMatchMemory(t *testing.T) {
 	sawPending, sawAssigned, sawDeferred := false, false, false
 	for seed := int64(1); seed <= 12; seed++ {
-		r := rand.New(rand.NewSource(seed))
-		h := newHarness(t)
-		h.ok(nsCmd("ns"))
-		h.ok(registerCmd("ex1", "chunk", "embed"))
-		h.ok(graphCmd("ns", "g", &pb.ExtractionPolicy{Name: "p", Extractor: "chunk"}))
-		for step := 1; step <= 400; step++ {
-			h.apply(randomCommand(r, h.store()))
+		randomHistory(t, seed, 400, func(step int, s *Store) {
 			if step%25 != 0 {
-				continue
+				return
 			}
-			s := h.store()
-			v := viewOf(t, s)
-			d := compareSchedulerReads(t, s, v)
+			d := compareSchedulerReads(t, s, viewOf(t, s))
 			sawPending = sawPending || d.pending
 			sawAssigned = sawAssigned || d.assigned
 			sawDeferred = sawDeferred || d.deferred
 			if t.Failed() {
 				t.Fatalf("seed %d, step %d", seed, step)
 			}
-		}
+		})
 	}
 	if !sawPending || !sawAssigned || !sawDeferred {
 		t.Fatalf("the histories did not exercise every case: pending %v, assigned %v, retried with not_before %v",
@@ -131,18 +122,8 @@ func compareSchedulerReads(t *testing.T, s *Store, v LayoutView) readCases {
 // A backlog larger than one write batch comes back oldest first and cut at
 // what was asked for.
 func TestPendingFromTheLayoutAcrossBatches(t *testing.T) {
-	h := newHarness(t)
-	h.setup()
-	var cs []*pb.Content
-	u := &pb.SchedulerUpdateCmd{}
-	for i := 0; i < LayoutFlushEvery/2; i++ {
-		id := fmt.Sprintf("c%05d", i)
-		cs = append(cs, content("ns", id, fmt.Sprintf("h%d", i), "g"))
-		u.NewTasks = append(u.NewTasks, h.newTask("ns", "g", "chunker", "chunk", id, 1))
-	}
-	h.ok(contentCmd(cs...))
-	h.ok(schedCmd(u))
-	s := h.store()
+	backlog := LayoutFlushEvery / 2
+	s := backlogStore(t, backlog)
 	v := viewOf(t, s)
 	for _, n := range []int{1, 1000, AllPending} {
 		want := map[string]int{"chunk": n}
@@ -153,7 +134,7 @@ func TestPendingFromTheLayoutAcrossBatches(t *testing.T) {
 		if err := sameTasks(s.PendingTasksFor(math.MaxInt64, want), disk); err != nil {
 			t.Fatalf("n %d: %v", n, err)
 		}
-		if got := min(n, len(u.NewTasks)); len(disk) != got {
+		if got := min(n, backlog); len(disk) != got {
 			t.Fatalf("n %d: %d tasks, want %d", n, len(disk), got)
 		}
 		if !slices.IsSortedFunc(disk, TaskOrder) {

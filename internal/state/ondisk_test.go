@@ -56,14 +56,42 @@ func joinedDump(s *Store) string {
 // returns the store.
 func randomStore(t *testing.T, seed int64, steps int) *Store {
 	t.Helper()
+	return randomHistory(t, seed, steps, nil)
+}
+
+// randomHistory is randomStore calling after (when not nil) with the store
+// after every step.
+func randomHistory(t *testing.T, seed int64, steps int, after func(step int, s *Store)) *Store {
+	t.Helper()
 	r := rand.New(rand.NewSource(seed))
 	h := newHarness(t)
 	h.ok(nsCmd("ns"))
 	h.ok(registerCmd("ex1", "chunk", "embed"))
 	h.ok(graphCmd("ns", "g", &pb.ExtractionPolicy{Name: "p", Extractor: "chunk"}))
-	for i := 0; i < steps; i++ {
+	for i := 1; i <= steps; i++ {
 		h.apply(randomCommand(r, h.store()))
+		if after != nil {
+			after(i, h.store())
+		}
 	}
+	return h.store()
+}
+
+// backlogStore is a store holding n items, each with its pending task of
+// extractor "chunk", created by one scheduler update.
+func backlogStore(t *testing.T, n int) *Store {
+	t.Helper()
+	h := newHarness(t)
+	h.setup()
+	var cs []*pb.Content
+	u := &pb.SchedulerUpdateCmd{}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("c%05d", i)
+		cs = append(cs, content("ns", id, fmt.Sprintf("h%d", i), "g"))
+		u.NewTasks = append(u.NewTasks, h.newTask("ns", "g", "chunker", "chunk", id, 1))
+	}
+	h.ok(contentCmd(cs...))
+	h.ok(schedCmd(u))
 	return h.store()
 }
 
@@ -122,18 +150,7 @@ func TestLayoutRoundTripKeepsTheState(t *testing.T) {
 // The same round trip through pebble (statedb in memory), in batches of
 // LayoutFlushEvery writes, with more writes than one batch.
 func TestLayoutRoundTripThroughStateDB(t *testing.T) {
-	h := newHarness(t)
-	h.setup()
-	var cs []*pb.Content
-	u := &pb.SchedulerUpdateCmd{}
-	for i := 0; i < LayoutFlushEvery/3; i++ {
-		id := fmt.Sprintf("c%d", i)
-		cs = append(cs, content("ns", id, fmt.Sprintf("h%d", i), "g"))
-		u.NewTasks = append(u.NewTasks, h.newTask("ns", "g", "chunker", "chunk", id, 1))
-	}
-	h.ok(contentCmd(cs...))
-	h.ok(schedCmd(u))
-	s := h.store()
+	s := backlogStore(t, LayoutFlushEvery/3)
 	db, err := statedb.Open(statedb.Options{})
 	if err != nil {
 		t.Fatal(err)
