@@ -3,6 +3,9 @@ package statedb
 import (
 	"errors"
 	"fmt"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/indexify-go/indexify/internal/state/checkpoint"
 )
@@ -18,14 +21,27 @@ var ErrExists = errors.New("statedb: a state database already exists")
 func Exists(o Options) (bool, error) {
 	o = resolve(o)
 	d := &DB{fs: o.FS, root: o.Dir, live: liveName}
-	if _, err := o.FS.Stat(o.Dir); err != nil {
-		return false, nil
+	if ok, err := present(o.FS, o.Dir); !ok || err != nil {
+		return false, err
 	}
 	if err := d.recover(); err != nil {
 		return false, err
 	}
-	_, err := o.FS.Stat(d.path(liveName))
-	return err == nil, nil
+	return present(o.FS, d.path(liveName))
+}
+
+// present reports whether path exists; an error other than its absence
+// (a permission, a failing disk) is returned, not taken for "no state".
+func present(fs vfs.FS, path string) (bool, error) {
+	_, err := fs.Stat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("statedb: %w", err)
+	}
 }
 
 // Build creates the database under o.Dir and fills it with fill (which
